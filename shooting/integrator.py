@@ -1,0 +1,253 @@
+"""`build_integrator`: a tableau and a model become one `casadi.Function`.
+
+The Function maps ``(x, u, p, t0, dt)`` to ``(x_next, A, B[, err])`` where
+``x_next`` is N substeps of length dt/N of the chosen Runge-Kutta method and
+``A = dx_next/dx``, ``B = dx_next/du`` are the exact derivatives of that
+discrete map (see `shooting.substep`).
+
+Substep loop. Few substeps are unrolled into one flat SX function (fastest:
+no call overhead, common subexpressions shared, identity seeds of the first
+substep folded away). Many substeps would make that graph, and the generated
+C, N times larger, so beyond `UNROLL_MAX_STEPS` the first substep stays flat
+and the remaining N-1 are composed by binary doubling of one seeded substep
+function: G_0 is one substep, G_k = G_{k-1} o G_{k-1} covers 2^k substeps, and
+N-1 is written in binary. The generated code then holds one substep plus
+about log2(N) tiny wrappers, and its work memory holds one state per level.
+(CasADi's `mapaccum`/`fold` keep the code small too, but store every
+intermediate accumulator, so their work memory grows linearly with N: too
+much for a microcontroller at N = 200.)
+"""
+
+from __future__ import annotations
+
+import re
+
+import casadi as ca
+import numpy as np
+
+from shooting.catalogue import get_tableau
+from shooting.model import Model
+from shooting.substep import SENSITIVITY_MODES, SubstepBuilder
+from shooting.tableau import ButcherTableau
+
+__all__ = ["build_integrator", "DEFAULT_NEWTON_ITERATIONS", "UNROLL_MAX_STEPS"]
+
+#: Newton steps on the stage equations of implicit tableaus (see
+#: tests/test_implicit.py: converged to rounding on every built-in model at its
+#: nominal dt from the explicit-Euler predictor).
+DEFAULT_NEWTON_ITERATIONS = 4
+
+#: Largest number of substeps that is unrolled into one flat SX function when
+#: `unroll` is not given (measured by scripts/bench_integrators.py).
+UNROLL_MAX_STEPS = 4
+
+INPUT_NAMES = ["x", "u", "p", "t0", "dt"]
+
+
+def _resolve_tableau(method: str | ButcherTableau) -> ButcherTableau:
+    if isinstance(method, ButcherTableau):
+        return method
+    if isinstance(method, str):
+        return get_tableau(method)
+    raise ValueError(
+        f"method must be a tableau name (see shooting.tableau_names()) or a ButcherTableau, "
+        f"got {type(method).__name__}"
+    )
+
+
+def _check_int(value: object, what: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"{what} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def build_integrator(
+    model: Model,
+    method: str | ButcherTableau = "rk4",
+    steps: int = 1,
+    sensitivities: str = "forward",
+    *,
+    newton_iterations: int | None = None,
+    unroll: bool | None = None,
+    name: str | None = None,
+) -> ca.Function:
+    """Build a Runge-Kutta shooting step with exact sensitivities.
+
+    Parameters
+    ----------
+    model : Model
+        The continuous-time model x' = f(x, u, p, t).
+    method : str or ButcherTableau, default "rk4"
+        A catalogue name (`shooting.tableau_names()`) or a tableau.
+    steps : int, default 1
+        N substeps of length dt/N inside the shooting interval [t0, t0+dt],
+        with u and p constant. Stage i of the substep starting at t_n is
+        evaluated at t_n + c_i dt/N.
+    sensitivities : {"forward", "ad", "variational", "none"}, default "forward"
+        How A and B are computed (all exact derivatives of the discrete map;
+        they agree to rounding). "forward", the stage-wise propagation of the
+        seed notes, has the fewest CasADi instructions on the built-in models.
+        "none" omits the outputs A and B.
+    newton_iterations : int, optional
+        Newton steps on the stage equations of implicit tableaus (default
+        `DEFAULT_NEWTON_ITERATIONS`); ignored for explicit tableaus.
+    unroll : bool, optional
+        Unroll all substeps into one flat SX function (True), or compose them
+        with a constant-size graph (False). Default: unroll when
+        ``steps <= UNROLL_MAX_STEPS``.
+    name : str, optional
+        Function name (default ``<model>_<method>``).
+
+    Returns
+    -------
+    casadi.Function
+        Inputs ``x (nx), u (nu), p (np), t0 (1), dt (1)``; outputs
+        ``x_next (nx)``, ``A (nx, nx)``, ``B (nx, nu)`` (unless
+        ``sensitivities="none"``) and, for embedded pairs, ``err (nx)``: the
+        sum over substeps of the local error estimates
+        ``h sum_i (b_i - b_hat_i) K_i``.
+
+    Raises
+    ------
+    ValueError
+        An unknown method or sensitivity mode, a non-positive or non-integer
+        number of steps or Newton iterations, or a model that is not a `Model`.
+    """
+    if not isinstance(model, Model):
+        raise ValueError(f"model must be a shooting.Model (see shooting.load_model), got {type(model).__name__}")
+    tab = _resolve_tableau(method)
+    steps = _check_int(steps, "steps", 1)
+    if sensitivities not in SENSITIVITY_MODES:
+        raise ValueError(f"sensitivities must be one of {', '.join(SENSITIVITY_MODES)}; got {sensitivities!r}")
+    if newton_iterations is None:
+        newton_iterations = DEFAULT_NEWTON_ITERATIONS
+    newton_iterations = _check_int(newton_iterations, "newton_iterations", 1)
+    if unroll is None:
+        unroll = steps <= UNROLL_MAX_STEPS
+    elif not isinstance(unroll, bool):
+        raise ValueError(f"unroll must be True, False or None, got {unroll!r}")
+    if name is None:
+        name = re.sub(r"\W", "_", f"{model.name}_{tab.name or 'rk'}")
+    elif not isinstance(name, str) or not re.match(r"^[A-Za-z_]\w*$", name):
+        raise ValueError(f"name {name!r} is not an identifier (letters, digits, '_')")
+
+    builder = SubstepBuilder(
+        f=model.f,
+        A=np.asarray(tab.A, dtype=float),
+        b=np.asarray(tab.b, dtype=float),
+        c=np.asarray(tab.c, dtype=float),
+        b_hat=None if tab.b_hat is None else np.asarray(tab.b_hat, dtype=float),
+        explicit=bool(tab.explicit),
+        mode=sensitivities,
+        newton_iterations=newton_iterations,
+    )
+    assemble = _unrolled if unroll else _doubled
+    F = assemble(builder, steps, name)
+    assert not F.has_free(), "integrator Function has free symbols"
+    return F
+
+
+def _output_names(builder: SubstepBuilder) -> list[str]:
+    names = ["x_next"]
+    if builder.mode != "none":
+        names += ["A", "B"]
+    if builder.b_hat is not None:
+        names.append("err")
+    return names
+
+
+def _symbols(builder: SubstepBuilder, kind=ca.SX):
+    return (
+        kind.sym("x", builder.nx),
+        kind.sym("u", builder.nu),
+        kind.sym("p", builder.np),
+        kind.sym("t0"),
+        kind.sym("dt"),
+    )
+
+
+def _identity_seed(builder: SubstepBuilder) -> ca.DM:
+    return ca.horzcat(ca.DM.eye(builder.nx), ca.DM(builder.nx, builder.nu))
+
+
+def _outputs(builder: SubstepBuilder, x, S, err) -> list:
+    outs = [x]
+    if builder.mode != "none":
+        outs += [S[:, :builder.nx], S[:, builder.nx:]]
+    if builder.b_hat is not None:
+        outs.append(err)
+    return outs
+
+
+def _unrolled(builder: SubstepBuilder, steps: int, name: str) -> ca.Function:
+    """All substeps in one flat SX function."""
+    x0, u, p, t0, dt = _symbols(builder)
+    h = dt / steps
+    ad_whole_map = builder.mode == "ad" and builder.explicit
+    S = None if builder.mode == "none" or ad_whole_map else _identity_seed(builder)
+    x, err = x0, None
+    for n in range(steps):
+        x, S, e = builder.step(x, S, u, p, t0 + n * h if n else t0, h)
+        if e is not None:
+            err = e if err is None else err + e
+    if ad_whole_map:
+        # "ad": CasADi's jacobian of the whole unrolled map.
+        S = ca.horzcat(ca.jacobian(x, x0), ca.jacobian(x, u))
+    return ca.Function(
+        name, [x0, u, p, t0, dt], _outputs(builder, x, S, err), INPUT_NAMES, _output_names(builder),
+        {"cse": True},
+    )
+
+
+def _doubled(builder: SubstepBuilder, steps: int, name: str) -> ca.Function:
+    """First substep flat, the other N-1 by binary doubling of one substep."""
+    nx, m = builder.nx, builder.nx + builder.nu
+    sens = builder.mode != "none"
+    emb = builder.b_hat is not None
+
+    # G_0: one substep with symbolic seed, as flat SX.
+    xs, us, ps, ts, hs = ca.SX.sym("x", nx), ca.SX.sym("u", builder.nu), ca.SX.sym("p", builder.np), \
+        ca.SX.sym("t"), ca.SX.sym("h")
+    Ss = ca.SX.sym("S", nx, m) if sens else None
+    x1, S1, e1 = builder.step(xs, Ss, us, ps, ts, hs)
+    ins = [xs] + ([Ss] if sens else []) + [us, ps, ts, hs]
+    in_names = ["x"] + (["S"] if sens else []) + ["u", "p", "t", "h"]
+    outs = [x1] + ([S1] if sens else []) + ([e1] if emb else [])
+    out_names = ["x_next"] + (["S_next"] if sens else []) + (["err"] if emb else [])
+    levels = [ca.Function(f"{name}_sub", ins, outs, in_names, out_names, {"cse": True})]
+
+    # G_k = G_{k-1} o G_{k-1}, as many levels as the highest bit of N-1.
+    rest = steps - 1
+    while len(levels) < max(rest.bit_length(), 1):
+        prev, k = levels[-1], len(levels)
+        mx_in = [ca.MX.sym(n, prev.sparsity_in(i)) for i, n in enumerate(in_names)]
+        a = dict(zip(in_names, mx_in))
+        first = prev.call(a)
+        second = prev.call({**a, "x": first["x_next"], **({"S": first["S_next"]} if sens else {}),
+                            "t": a["t"] + float(2 ** (k - 1)) * a["h"]})
+        mx_out = [second["x_next"]] + ([second["S_next"]] if sens else []) + \
+            ([first["err"] + second["err"]] if emb else [])
+        levels.append(ca.Function(f"{name}_sub{2 ** k}", mx_in, mx_out, in_names, out_names))
+
+    # Top level: flat first substep with identity seed, then the binary digits of N-1.
+    x0, u, p, t0, dt = _symbols(builder, ca.MX)
+    first = _unrolled(builder, 1, f"{name}_first")
+    h = dt / steps
+    res = first(x=x0, u=u, p=p, t0=t0, dt=h)
+    x = res["x_next"]
+    S = ca.horzcat(res["A"], res["B"]) if sens else None
+    err = res["err"] if emb else None
+    offset = 1
+    for k in reversed(range(rest.bit_length())):
+        if not (rest >> k) & 1:
+            continue
+        args = {"x": x, "u": u, "p": p, "t": t0 + float(offset) * h, "h": h}
+        if sens:
+            args["S"] = S
+        r = levels[k].call(args)
+        x = r["x_next"]
+        S = r["S_next"] if sens else None
+        if emb:
+            err = err + r["err"]
+        offset += 2 ** k
+    return ca.Function(name, [x0, u, p, t0, dt], _outputs(builder, x, S, err), INPUT_NAMES, _output_names(builder))
