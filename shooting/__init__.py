@@ -1,7 +1,32 @@
-"""shooting: Runge-Kutta integrators with exact sensitivities on CasADi."""
+"""shooting: Runge-Kutta integrators with exact sensitivities on CasADi.
 
+Layers (data flows one way): `Model` and `ButcherTableau` -> `build_integrator`
+-> a `casadi.Function` (x, u, p, t0, dt) -> (x_next, A, B[, err]).
+"""
+
+from shooting.catalogue import get_tableau, rk2, rk3, tableau_names
+from shooting.collocation import gauss_legendre, radau_iia
+from shooting.integrator import build_integrator
+from shooting.loading import load_model, model_names
 from shooting.model import Model
+from shooting.stability import plot_stability_region
+from shooting.tableau import ButcherTableau, load_tableau
 
 __version__ = "0.1.0"
 
-__all__ = ["Model", "__version__"]
+__all__ = [
+    "ButcherTableau",
+    "Model",
+    "build_integrator",
+    "gauss_legendre",
+    "get_tableau",
+    "load_model",
+    "load_tableau",
+    "model_names",
+    "plot_stability_region",
+    "radau_iia",
+    "rk2",
+    "rk3",
+    "tableau_names",
+    "__version__",
+]

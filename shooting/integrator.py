@@ -8,10 +8,9 @@ discrete map (see `shooting.substep`).
 Substep loop. Few substeps are unrolled into one flat SX function (fastest:
 no call overhead, common subexpressions shared, identity seeds of the first
 substep folded away). Many substeps would make that graph, and the generated
-C, N times larger, so beyond `UNROLL_MAX_STEPS` the first substep stays flat
-and the remaining N-1 are composed by binary doubling of one seeded substep
-function: G_0 is one substep, G_k = G_{k-1} o G_{k-1} covers 2^k substeps, and
-N-1 is written in binary. The generated code then holds one substep plus
+C, N times larger, so beyond `UNROLL_MAX_STEPS` the substeps are composed by
+binary doubling of one seeded substep function: G_0 is one substep,
+G_k = G_{k-1} o G_{k-1} covers 2^k substeps, and N is written in binary. The generated code then holds one substep plus
 about log2(N) tiny wrappers, and its work memory holds one state per level.
 (CasADi's `mapaccum`/`fold` keep the code small too, but store every
 intermediate accumulator, so their work memory grows linearly with N: too
@@ -200,7 +199,7 @@ def _unrolled(builder: SubstepBuilder, steps: int, name: str) -> ca.Function:
 
 
 def _doubled(builder: SubstepBuilder, steps: int, name: str) -> ca.Function:
-    """First substep flat, the other N-1 by binary doubling of one substep."""
+    """All substeps by binary doubling of one seeded substep function."""
     nx, m = builder.nx, builder.nx + builder.nu
     sens = builder.mode != "none"
     emb = builder.b_hat is not None
@@ -216,9 +215,8 @@ def _doubled(builder: SubstepBuilder, steps: int, name: str) -> ca.Function:
     out_names = ["x_next"] + (["S_next"] if sens else []) + (["err"] if emb else [])
     levels = [ca.Function(f"{name}_sub", ins, outs, in_names, out_names, {"cse": True})]
 
-    # G_k = G_{k-1} o G_{k-1}, as many levels as the highest bit of N-1.
-    rest = steps - 1
-    while len(levels) < max(rest.bit_length(), 1):
+    # G_k = G_{k-1} o G_{k-1}, as many levels as N has binary digits.
+    while len(levels) < steps.bit_length():
         prev, k = levels[-1], len(levels)
         mx_in = [ca.MX.sym(n, prev.sparsity_in(i)) for i, n in enumerate(in_names)]
         a = dict(zip(in_names, mx_in))
@@ -229,17 +227,16 @@ def _doubled(builder: SubstepBuilder, steps: int, name: str) -> ca.Function:
             ([first["err"] + second["err"]] if emb else [])
         levels.append(ca.Function(f"{name}_sub{2 ** k}", mx_in, mx_out, in_names, out_names))
 
-    # Top level: flat first substep with identity seed, then the binary digits of N-1.
+    # Top level: the binary digits of N, starting from the identity seed
+    # (one substep body in the generated code, whatever N is).
     x0, u, p, t0, dt = _symbols(builder, ca.MX)
-    first = _unrolled(builder, 1, f"{name}_first")
     h = dt / steps
-    res = first(x=x0, u=u, p=p, t0=t0, dt=h)
-    x = res["x_next"]
-    S = ca.horzcat(res["A"], res["B"]) if sens else None
-    err = res["err"] if emb else None
-    offset = 1
-    for k in reversed(range(rest.bit_length())):
-        if not (rest >> k) & 1:
+    x = x0
+    S = ca.MX(_identity_seed(builder)) if sens else None
+    err = None
+    offset = 0
+    for k in reversed(range(steps.bit_length())):
+        if not (steps >> k) & 1:
             continue
         args = {"x": x, "u": u, "p": p, "t": t0 + float(offset) * h, "h": h}
         if sens:
@@ -248,6 +245,6 @@ def _doubled(builder: SubstepBuilder, steps: int, name: str) -> ca.Function:
         x = r["x_next"]
         S = r["S_next"] if sens else None
         if emb:
-            err = err + r["err"]
+            err = r["err"] if err is None else err + r["err"]
         offset += 2 ** k
     return ca.Function(name, [x0, u, p, t0, dt], _outputs(builder, x, S, err), INPUT_NAMES, _output_names(builder))

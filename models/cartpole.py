@@ -1,0 +1,96 @@
+"""Pendulum on a cart, exactly as in acados' getting-started example.
+
+State ``x = [p, theta, v, omega]`` (cart position [m], pole angle [rad] with
+``theta = 0`` upright, cart velocity [m/s], pole angular velocity [rad/s]),
+input ``u = [F]`` (horizontal force on the cart [N]). With
+``D = M + m - m cos^2(theta)``::
+
+    p'     = v
+    theta' = omega
+    v'     = (-m l sin(theta) omega^2 + m g cos(theta) sin(theta) + F) / D
+    omega' = (-m l cos(theta) sin(theta) omega^2 + F cos(theta) + (M + m) g sin(theta)) / (l D)
+
+Source: acados, ``examples/acados_python/getting_started/common/pendulum_model.py``
+(``export_pendulum_ode_model``; note that acados' comments swap the labels of
+``g`` and ``l``, the values 9.81 and 0.8 are what it uses) and
+``minimal_example_ocp.py`` (``Fmax = 80``, ``x0 = [0, pi, 0, 0]``, ``Tf = 1``,
+``N = 20``, hence ``dt = 0.05``). acados bounds only ``F``; the generous cart
+position bound ``|p| <= 2 m`` here is inactive in that example's swing-up.
+
+Default scenario: swing-up from hanging, ``x0 = [0, pi, 0, 0]``, to the origin.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import casadi as ca
+import numpy as np
+
+from shooting.model import Model
+from shooting.models import check_numbers, parse_params
+
+__all__ = ["CartPoleParams", "make_model"]
+
+
+@dataclass(frozen=True)
+class CartPoleParams:
+    """Physical constants of the cart-pole (acados' values as defaults)."""
+
+    M: float = 1.0  # mass of the cart [kg]
+    m: float = 0.1  # mass of the pole (ball at its tip) [kg]
+    l: float = 0.8  # length of the pole [m]  # noqa: E741 - acados' name
+    g: float = 9.81  # gravitational acceleration [m/s^2]
+    F_max: float = 80.0  # force bound |F| <= F_max [N]
+    p_max: float = 2.0  # cart position bound |p| <= p_max [m] (inf: unbounded)
+
+    def __post_init__(self) -> None:
+        check_numbers(self, "cartpole", positive=("M", "m", "l", "g", "F_max", "p_max"), allow_inf=("p_max",))
+
+
+def make_model(**params: float) -> Model:
+    """Build acados' pendulum on a cart.
+
+    Parameters
+    ----------
+    **params : float
+        Fields of `CartPoleParams` (``M, m, l, g, F_max, p_max``); others are
+        a ValueError.
+
+    Returns
+    -------
+    Model
+        ``nx = 4`` (``p, theta, v, omega``), ``nu = 1`` (``F``), ``np = 0``,
+        ``dt = 0.05``.
+    """
+    prm = parse_params(CartPoleParams, params, "cartpole")
+    M, m, l, g = prm.M, prm.m, prm.l, prm.g  # noqa: E741
+
+    x = ca.SX.sym("x", 4)
+    u = ca.SX.sym("u", 1)
+    theta, v, omega, F = x[1], x[2], x[3], u[0]
+    s, c = ca.sin(theta), ca.cos(theta)
+    D = M + m - m * c * c
+    xdot = ca.vertcat(
+        v,
+        omega,
+        (-m * l * s * omega**2 + m * g * c * s + F) / D,
+        (-m * l * c * s * omega**2 + F * c + (M + m) * g * s) / (l * D),
+    )
+    inf = np.inf
+    return Model(
+        "cartpole",
+        x,
+        u,
+        xdot,
+        state_names=["p", "theta", "v", "omega"],
+        input_names=["F"],
+        x0=[0.0, np.pi, 0.0, 0.0],
+        u0=[0.0],
+        x_min=[-prm.p_max, -inf, -inf, -inf],
+        x_max=[prm.p_max, inf, inf, inf],
+        u_min=[-prm.F_max],
+        u_max=[prm.F_max],
+        dt=0.05,
+        description="acados' pendulum on a cart (theta = 0 upright); swing-up from hanging",
+    )

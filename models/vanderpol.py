@@ -1,0 +1,78 @@
+"""Forced Van der Pol oscillator with the damping ``mu`` as a model parameter.
+
+State ``x = [x1, x2]``, input ``u``, parameter ``p = [mu]``::
+
+    x1' = x2
+    x2' = mu (1 - x1^2) x2 - x1 + u
+
+For ``u = 0`` and ``mu > 0`` the origin is unstable and every other solution
+tends to a limit cycle (amplitude about 2 in ``x1`` for ``mu = 1``). Because
+``mu`` is a parameter ``p`` (not a constant), one generated integrator serves
+every ``mu`` and its value can be changed at run time. Source: B. van der Pol,
+"On relaxation-oscillations", Phil. Mag. 2 (1926); the controlled form with
+``|u| <= 1`` is the classic CasADi / ACADO optimal-control example.
+
+Default scenario: regulation from ``x0 = [0.5, 0.5]`` to the origin with
+``|u| <= 1``, ``mu = 1`` (``p0``), ``dt = 0.1``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import casadi as ca
+
+from shooting.model import Model
+from shooting.models import check_numbers, parse_params
+
+__all__ = ["VanDerPolParams", "make_model"]
+
+
+@dataclass(frozen=True)
+class VanDerPolParams:
+    """Nominal values and bounds of the Van der Pol oscillator."""
+
+    mu: float = 1.0  # nominal damping parameter p0 = [mu] [-] (a model parameter, changeable at run time)
+    u_max: float = 1.0  # input bound |u| <= u_max [-]
+
+    def __post_init__(self) -> None:
+        check_numbers(self, "vanderpol", positive=("u_max",), nonnegative=("mu",))
+
+
+def make_model(**params: float) -> Model:
+    """Build the forced Van der Pol oscillator.
+
+    Parameters
+    ----------
+    **params : float
+        Fields of `VanDerPolParams` (``mu`` sets ``p0``, ``u_max`` the bound).
+
+    Returns
+    -------
+    Model
+        ``nx = 2`` (``x1, x2``), ``nu = 1`` (``u``), ``np = 1`` (``mu``),
+        ``dt = 0.1``.
+    """
+    prm = parse_params(VanDerPolParams, params, "vanderpol")
+    x = ca.SX.sym("x", 2)
+    u = ca.SX.sym("u", 1)
+    p = ca.SX.sym("p", 1)
+    x1, x2, mu = x[0], x[1], p[0]
+    xdot = ca.vertcat(x2, mu * (1 - x1**2) * x2 - x1 + u[0])
+    return Model(
+        "vanderpol",
+        x,
+        u,
+        xdot,
+        p,
+        state_names=["x1", "x2"],
+        input_names=["u"],
+        param_names=["mu"],
+        x0=[0.5, 0.5],
+        u0=[0.0],
+        p0=[prm.mu],
+        u_min=[-prm.u_max],
+        u_max=[prm.u_max],
+        dt=0.1,
+        description="forced Van der Pol oscillator, damping mu as parameter; regulation to the origin",
+    )
