@@ -55,8 +55,8 @@ class TwoLinkArmParams:
 
     m1: float = 1.0  # mass of link 1 [kg]
     m2: float = 1.0  # mass of link 2 [kg]
-    l1: float = 0.5  # length of link 1, joint 1 to joint 2 [m]
-    l2: float = 0.5  # length of link 2 [m]
+    l1: float = 1.0  # length of link 1, joint 1 to joint 2 [m]
+    l2: float = 1.0  # length of link 2 [m]
     lc1: float | None = None  # joint 1 to the centre of mass of link 1 [m]; None: l1 / 2
     lc2: float | None = None  # joint 2 to the centre of mass of link 2 [m]; None: l2 / 2
     I1: float | None = None  # inertia of link 1 about its centre of mass [kg m^2]; None: m1 l1^2 / 12

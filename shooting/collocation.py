@@ -191,7 +191,6 @@ def _collocation_tableau(
     )
 
 
-@lru_cache(maxsize=None)
 def gauss_legendre(s: int) -> ButcherTableau:
     """Gauss-Legendre collocation method with ``s`` stages (order ``2s``).
 
@@ -207,7 +206,11 @@ def gauss_legendre(s: int) -> ButcherTableau:
         nearly exact (``tolerance = 1e-40``) otherwise.  A-stable, not
         L-stable; ``R(z)`` is the (s, s) Pade approximant of ``exp(z)``.
     """
-    s = _check_stages(s, "gauss_legendre")
+    return _gauss_legendre(_check_stages(s, "gauss_legendre"))
+
+
+@lru_cache(maxsize=None)
+def _gauss_legendre(s: int) -> ButcherTableau:
     return _collocation_tableau(
         shifted_legendre(s),
         name=f"gauss{s}",
@@ -223,7 +226,6 @@ def gauss_legendre(s: int) -> ButcherTableau:
     )
 
 
-@lru_cache(maxsize=None)
 def radau_iia(s: int) -> ButcherTableau:
     """Radau IIA collocation method with ``s`` stages (order ``2s - 1``).
 
@@ -239,7 +241,11 @@ def radau_iia(s: int) -> ButcherTableau:
         (stiffly accurate).  Exact for ``s = 1`` (implicit Euler) and
         ``s = 2``; nearly exact otherwise.  L-stable.
     """
-    s = _check_stages(s, "radau_iia")
+    return _radau_iia(_check_stages(s, "radau_iia"))
+
+
+@lru_cache(maxsize=None)
+def _radau_iia(s: int) -> ButcherTableau:
     order = 2 * s - 1
     return _collocation_tableau(
         radau_polynomial(s),

@@ -53,6 +53,7 @@ Gauss-Legendre (order 2s) and Radau IIA (order 2s - 1) for every s.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Sequence
 from fractions import Fraction
 from functools import lru_cache
@@ -95,8 +96,13 @@ class _TreeTable:
         self.children: list[tuple[int, ...]] = [()]
         self.size: list[int] = [1]
         self.by_order: list[list[int]] = [[], [0]]
+        self.lock = threading.Lock()
 
     def extend_to(self, n: int) -> None:
+        with self.lock:
+            self._extend_to(n)
+
+    def _extend_to(self, n: int) -> None:
         while len(self.by_order) <= n:
             order = len(self.by_order)
             top = len(self.children) - 1
@@ -237,6 +243,7 @@ class ElementaryWeights:
         self.A_int = [[int(x * self.D) for x in row] for row in self.A]
         self.tolerance = Fraction(tolerance)
         self.norm_A = max(sum(abs(x) for x in row) for row in self.A)
+        self._lock = threading.Lock()
         self._phi: list[list[int]] = []
         self._aphi: list[list[int]] = []
         self._cols = [
@@ -244,6 +251,12 @@ class ElementaryWeights:
         ]
 
     def _ensure(self, tid: int) -> None:
+        if len(self._phi) > tid:
+            return
+        with self._lock:
+            self._extend(tid)
+
+    def _extend(self, tid: int) -> None:
         while len(self._phi) <= tid:
             k = len(self._phi)
             phi = [1] * self.s

@@ -123,9 +123,9 @@ def implicit_stages(
     The stage equations r(K) = 0 with r_i = K_i - f(X_i, t + c_i h) are solved
     by full Newton iterations K <- K - (dr/dK)^{-1} r(K), unrolled so that the
     result is one flat SX graph (code-generable, no rootfinder object). The
-    predictor K_i = f(x, t) for every stage is the explicit-Euler predictor of
-    the stage states (X_i = x + c_i h f(x, t)); it is exact for constant
-    slopes, and each Newton step roughly squares the relative error.
+    predictor is K_i = f(x + c_i h f(x, t), t + c_i h): the slopes at the
+    explicit-Euler stage states. Each Newton step then roughly squares the
+    relative error.
 
     Parameters
     ----------
@@ -149,8 +149,11 @@ def implicit_stages(
     s = len(c)
     n = x.shape[0]
     taus = [t + float(c[i]) * h for i in range(s)]
+    # Predictor: the slopes at the explicit-Euler stage states
+    # X_i = x + c_i h f(x, t). One f per stage, far cheaper than a Newton step,
+    # and it cuts one to two Newton steps on the built-in models.
     f0, _ = rhs_and_jac(x, t)
-    K = [f0] * s
+    K = [rhs_and_jac(x + (float(c[i]) * h) * f0, taus[i])[0] if c[i] != 0.0 else f0 for i in range(s)]
     for _ in range(iterations):
         X = stage_states(A, x, h, K)
         FJ = [rhs_and_jac(X[i], taus[i]) for i in range(s)]

@@ -31,6 +31,12 @@ tableau's ``tolerance`` times the size of the largest coefficient are set to
 zero before the exact decisions; this removes e.g. the 1e-90 noise in the
 E-polynomial of Gauss methods, which is identically zero in theory.
 
+Erratum (seed slides 003, "RK: Stability"): "for orders higher than 5 the
+stability domain depends on the concrete Butcher tableau" -- it already does
+from order 5 on: an explicit method of order p = s exists only for p <= 4
+(then R is the degree-p Taylor polynomial of exp), while order 5 needs 6
+stages and a free z^6 coefficient (dopri5: 1/600, cashkarp: 1/800).
+
 This module also holds the small exact polynomial kit (lists of Fractions,
 lowest degree first) shared with :mod:`shooting.collocation`.
 """
@@ -73,6 +79,7 @@ def poly_trim(p: Poly) -> Poly:
 
 
 def poly_add(p: Poly, q: Poly) -> Poly:
+    """``p + q``."""
     n = max(len(p), len(q))
     return poly_trim(
         [(p[k] if k < len(p) else 0) + (q[k] if k < len(q) else 0) for k in range(n)]
@@ -80,14 +87,17 @@ def poly_add(p: Poly, q: Poly) -> Poly:
 
 
 def poly_scale(p: Poly, factor) -> Poly:
+    """``factor * p``."""
     return poly_trim([factor * x for x in p])
 
 
 def poly_sub(p: Poly, q: Poly) -> Poly:
+    """``p - q``."""
     return poly_add(p, poly_scale(q, -1))
 
 
 def poly_mul(p: Poly, q: Poly) -> Poly:
+    """``p * q``."""
     if not p or not q:
         return []
     out = [Fraction(0)] * (len(p) + len(q) - 1)
@@ -99,6 +109,7 @@ def poly_mul(p: Poly, q: Poly) -> Poly:
 
 
 def poly_deriv(p: Poly) -> Poly:
+    """``dp/dz``."""
     return poly_trim([k * p[k] for k in range(1, len(p))])
 
 
@@ -116,6 +127,7 @@ def poly_eval(p: Poly, x):
 
 
 def poly_from_roots(roots) -> Poly:
+    """Monic ``prod (z - r)``."""
     p: Poly = [Fraction(1)]
     for r in roots:
         p = poly_mul(p, [-Fraction(r), Fraction(1)])
@@ -372,6 +384,8 @@ def is_a_stable(tableau: ButcherTableau) -> bool:
 
 def is_l_stable(tableau: ButcherTableau) -> bool:
     """A-stable and ``R(z) -> 0`` as ``|z| -> inf`` (``deg P < deg Q``, exactly)."""
+    # Erratum (seed cheat sheet 004): not "lim |R(i w h)| = 0" but R(z) -> 0
+    # as |z| -> inf in any direction (Ehle 1969; HNW II, Def. IV.3.7).
     if not is_a_stable(tableau):
         return False
     P, Q = tableau.stability_polynomials()

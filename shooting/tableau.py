@@ -86,15 +86,10 @@ def _to_fraction(value: Any, where: str) -> tuple[Fraction, bool]:
         try:
             return Fraction(value.strip()), True
         except (ValueError, ZeroDivisionError):
-            try:
-                special = float(value)
-            except ValueError:
-                special = None
-            if special is not None and not math.isfinite(special):
-                raise ValueError(
-                    f"{where} is {value!r}; coefficients must be finite numbers"
-                ) from None
-            raise ValueError(f"{where} = {value!r} is not a number; {fix}") from None
+            pass
+        if value.strip().lower().lstrip("+-") in ("nan", "inf", "infinity"):
+            raise ValueError(f"{where} is {value!r}; coefficients must be finite numbers")
+        raise ValueError(f"{where} = {value!r} is not a number; {fix}")
     if isinstance(value, numbers.Rational):
         return Fraction(int(value.numerator), int(value.denominator)), True
     raise ValueError(f"{where} = {value!r} ({type(value).__name__}) is not a number; {fix}")
@@ -247,18 +242,14 @@ class ButcherTableau:
                 raise ValueError(f"{attr} must be a str, got {getattr(self, attr)!r}")
         A, exact = _parse_matrix(self.A)
         s = len(A)
-        b, ok = _parse_vector(self.b, "b", s)
-        exact = exact and ok
         row_sums = tuple(sum(row, Fraction(0)) for row in A)
-        if self.c is None:
-            c = row_sums
-        else:
-            c, ok = _parse_vector(self.c, "c", s)
-            exact = exact and ok
-        b_hat = None
-        if self.b_hat is not None:
-            b_hat, ok = _parse_vector(self.b_hat, "b_hat", s)
-            exact = exact and ok
+        vectors: dict[str, Any] = {"b": self.b, "c": self.c, "b_hat": self.b_hat}
+        for label, raw in vectors.items():
+            if raw is not None or label == "b":
+                vectors[label], ok = _parse_vector(raw, label, s)
+                exact = exact and ok
+        b, b_hat = vectors["b"], vectors["b_hat"]
+        c = row_sums if self.c is None else vectors["c"]
 
         if self.tolerance is None:
             tolerance = 0.0 if exact else FLOAT_TOLERANCE
@@ -449,15 +440,9 @@ class ButcherTableau:
         return self._stability
 
     def stability_function(self, z):
-        """``R(z) = det(I - z(A - 1 b^T)) / det(I - z A)``, vectorised over ``z``.
+        """``R(z) = det(I - z(A - 1 b^T)) / det(I - z A)`` for ``z`` of any shape (...).
 
-        Parameters
-        ----------
-        z : complex or array_like, shape (...)
-
-        Returns
-        -------
-        complex or ndarray of complex128, shape (...)
+        Returns a complex (scalar ``z``) or a complex128 array of the shape of ``z``.
         """
         return _st.stability_function(self, z)
 
@@ -479,30 +464,19 @@ class ButcherTableau:
     def replace(self, **changes: Any) -> ButcherTableau:
         """Copy with some fields changed, keeping the exact coefficients.
 
-        (``dataclasses.replace`` would rebuild from the float arrays.)
+        (``dataclasses.replace`` would rebuild from the float arrays.)  A new
+        ``A`` resets ``c`` to the row sums, and orders not given are recomputed.
         """
         unknown = set(changes) - set(_JSON_KEYS)
         if unknown:
             raise ValueError(f"replace() got unknown fields {sorted(unknown)}; valid: {list(_JSON_KEYS)}")
-        kwargs: dict[str, Any] = {
-            "A": self.A_exact,
-            "b": self.b_exact,
-            "c": self.c_exact,
-            "b_hat": self.b_hat_exact,
-            "name": self.name,
-            "order": self.order,
-            "embedded_order": self.embedded_order,
-            "description": self.description,
-            "reference": self.reference,
-            "tolerance": self.tolerance,
-        }
-        if "A" in changes and "c" not in changes:
+        kwargs: dict[str, Any] = {key: getattr(self, key) for key in _JSON_KEYS}
+        kwargs.update(A=self.A_exact, b=self.b_exact, c=self.c_exact, b_hat=self.b_hat_exact)
+        if "A" in changes:
             kwargs["c"] = None
-        if "b_hat" in changes and changes["b_hat"] is None:
-            kwargs["embedded_order"] = None
-        if {"A", "b"} & set(changes) and "order" not in changes:
+        if {"A", "b"} & set(changes):
             kwargs["order"] = None
-        if {"A", "b_hat"} & set(changes) and "embedded_order" not in changes:
+        if {"A", "b_hat"} & set(changes):
             kwargs["embedded_order"] = None
         kwargs.update(changes)
         return ButcherTableau(**kwargs)
@@ -515,17 +489,15 @@ class ButcherTableau:
             "b": [str(x) for x in self.b_exact],
             "c": [str(x) for x in self.c_exact],
         }
-        if self.b_hat_exact is not None:
-            out["b_hat"] = [str(x) for x in self.b_hat_exact]
-        out["order"] = self.order
-        if self.embedded_order is not None:
-            out["embedded_order"] = self.embedded_order
-        if self.description:
-            out["description"] = self.description
-        if self.reference:
-            out["reference"] = self.reference
-        if self.tolerance:
-            out["tolerance"] = self.tolerance
+        optional = {
+            "b_hat": None if self.b_hat_exact is None else [str(x) for x in self.b_hat_exact],
+            "order": self.order,
+            "embedded_order": self.embedded_order,
+            "description": self.description,
+            "reference": self.reference,
+            "tolerance": self.tolerance,  # omitted when 0 (exact)
+        }
+        out.update({key: value for key, value in optional.items() if value})
         return out
 
     @classmethod

@@ -203,7 +203,7 @@ def test_radau3_nodes_match_closed_form():
         assert abs(elementary_weight(tab.A_exact, tab.b_exact, t) - F(1, density(t))) < F(1, 10**80)
 
 
-@pytest.mark.parametrize("bad", [0, -1, 2.0, "3", True, 100])
+@pytest.mark.parametrize("bad", [0, -1, 2.0, "3", True, 100, [2], None])
 def test_collocation_rejects_bad_stage_counts(bad):
     with pytest.raises(ValueError, match=r"gauss_legendre: number of stages s must be an integer"):
         gauss_legendre(bad)

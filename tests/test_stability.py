@@ -170,6 +170,13 @@ def test_exact_nonnegativity_on_half_line(roots, nonnegative):
     assert _nonnegative_on_halfline([-x for x in poly_from_roots(roots)]) is (roots == [] and False)
 
 
+def test_reducible_method_cancels_common_factor():
+    # Two identical implicit-midpoint stages: R = (1 + z/2) / (1 - z/2) after cancelling (1 - z/2).
+    tab = ButcherTableau([["1/2", 0], [0, "1/2"]], ["1/2", "1/2"])
+    assert tab.stability_polynomials() == ((1, F(1, 2)), (1, F(-1, 2)))
+    assert tab.is_a_stable() and not tab.is_l_stable()
+
+
 def test_same_order_5_different_stability_functions():
     """Supports the slide erratum: from order 5 on R depends on the tableau."""
     assert get_tableau("dopri5").stability_polynomials() != get_tableau("cashkarp").stability_polynomials()

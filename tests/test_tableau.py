@@ -284,6 +284,7 @@ def test_float_input_is_checked_with_tolerance():
         (dict(A=[[0, 0], [True, 0]], b=[1, 0]), r"A\[1, 0\] = True is a bool"),
         (dict(A=[[0, 0], [1, 0]], b=[1, 0], c=["x", 1]), r"c\[0\] = 'x' is not a number"),
         (dict(A=[[0, 0], [1, 0]], b="10"), r"b must be a sequence"),
+        (dict(A=[[0]], b=None), r"b must be a sequence of s = 1 numbers, got None"),
         (dict(**RK4, order=5), r"declared order 5 but the order conditions give 4"),
         (dict(**RK4, order=2.0), r"order must be an integer >= 1"),
         (dict(**RK4, order=0), r"order must be an integer >= 1"),
@@ -297,6 +298,11 @@ def test_float_input_is_checked_with_tolerance():
 def test_bad_input_is_a_value_error_naming_it(kwargs, match):
     with pytest.raises(ValueError, match=match):
         ButcherTableau(**kwargs)
+
+
+def test_embedded_order_without_b_hat():
+    with pytest.raises(ValueError, match="has no embedded weights b_hat"):
+        get_tableau("rk4").verified_order(embedded=True)
 
 
 def test_tableau_is_frozen():
