@@ -36,12 +36,13 @@ TIMING_MAIN = r"""
 int main(void) {
   static casadi_real x[NX], u[NU + 1], p[NP + 1], t0 = 0, dt = DT, xn[NX], A[NX * NX], B[NX * NU + 1];
   static casadi_real w[SZW + 1]; static casadi_int iw[SZIW + 1];
+  static const casadi_real x_init[NX + 1] = X0, u_init[NU + 1] = U0, p_init[NP + 1] = P0;
   const casadi_real* arg[SZARG] = {x, u, p, &t0, &dt};
   casadi_real* res[SZRES] = {xn, A, B};
   struct timespec a, b; volatile double sink = 0; long i, n = REPS; int k;
-  for (k = 0; k < NX; k++) x[k] = X0[k];
-  for (k = 0; k < NU; k++) u[k] = U0[k];
-  for (k = 0; k < NP; k++) p[k] = P0[k];
+  for (k = 0; k < NX; k++) x[k] = x_init[k];
+  for (k = 0; k < NU; k++) u[k] = u_init[k];
+  for (k = 0; k < NP; k++) p[k] = p_init[k];
   clock_gettime(CLOCK_MONOTONIC, &a);
   for (i = 0; i < n; i++) { x[0] += 1e-12; F(arg, res, iw, w, 0); sink += xn[0]; }
   clock_gettime(CLOCK_MONOTONIC, &b);
@@ -79,7 +80,8 @@ def table_functions(models: list[str], repeats: int) -> None:
 
 
 def _c_array(values: np.ndarray) -> str:
-    return "{" + ", ".join(repr(float(v)) for v in values) + (", 0" if len(values) == 0 else "") + "}"
+    """A C initialiser with one spare element, so that empty vectors stay valid C."""
+    return "{" + "".join(f"{float(v)!r}, " for v in values) + "0}"
 
 
 def c_ns_per_call(F: ca.Function, model: shooting.Model, workdir: Path, reps: int) -> float:

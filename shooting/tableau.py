@@ -611,5 +611,25 @@ class ButcherTableau:
 
 
 def load_tableau(path: str | os.PathLike[str]) -> ButcherTableau:
-    """Load a tableau from a JSON file; see :meth:`ButcherTableau.from_json`."""
+    """Load a tableau from a JSON file.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A JSON file ``{"A": [[...]], "b": [...], "c": [...], "b_hat": [...],
+        "name": ..., "order": ..., "embedded_order": ...}``; ``c``, ``b_hat``
+        and the rest are optional, and entries may be fractions as strings
+        (``"1/6"``), which stay exact.
+
+    Returns
+    -------
+    ButcherTableau
+
+    Raises
+    ------
+    ValueError
+        A missing or unreadable file, invalid JSON, missing ``A`` or ``b``,
+        ragged rows, or a tableau that fails validation; the message names
+        the file. See :meth:`ButcherTableau.from_json`.
+    """
     return ButcherTableau.from_json(path)

@@ -1,0 +1,23 @@
+"""Every script in scripts/ runs (quick mode where it has one): scripts that nobody runs rot."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+QUICK_ARGS = {"bench_integrators.py": ["--quick"]}
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in SCRIPTS.glob("*.py")))
+def test_script_runs(script, tmp_path):
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPTS / script), *QUICK_ARGS.get(script, [])],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert proc.stdout.strip(), "a script should report what it did"
+    assert list(tmp_path.iterdir()) == [], "scripts must not leave files in the working directory"
