@@ -170,12 +170,14 @@ def _identity_seed(builder: SubstepBuilder) -> ca.DM:
 
 
 def _outputs(builder: SubstepBuilder, x, S, err) -> list:
+    """Output list, dense: A and B are dense column-major (contract), even where
+    entries are structurally zero (e.g. a state that no derivative depends on)."""
     outs = [x]
     if builder.mode != "none":
         outs += [S[:, :builder.nx], S[:, builder.nx:]]
     if builder.b_hat is not None:
         outs.append(err)
-    return outs
+    return [ca.densify(o) for o in outs]
 
 
 def _unrolled(builder: SubstepBuilder, steps: int, name: str) -> ca.Function:

@@ -1,0 +1,332 @@
+"""Plain C99 for CasADi Functions, emitted from their instruction lists.
+
+Why not CasADi's own code generator: its float output still calls double
+``sin()`` and writes double literals (so a float build silently computes in
+double), it carries a runtime of helpers and sparsity tables, and its raw
+output does not pass ``-Wall -Wextra -pedantic -Werror``. Here every SX
+instruction becomes one C statement on a local scalar, in the chosen real
+type, with the single-precision libm call (``sinf``) and ``f``-suffixed
+literals for ``float``.
+
+Internal calling convention (all functions ``static``)::
+
+    static int NAME_fK(const R** arg, R** res);
+
+``arg[i]`` points to the nonzeros of input i (NULL reads as zeros) and
+``res[i]`` to those of output i (NULL: not wanted), as in CasADi's own
+convention, minus the work arrays: SX bodies keep their work in local
+scalars (stack), MX compositions (calls of SX bodies, slices and scalar
+arithmetic, e.g. `build_integrator`'s substep doubling) in static buffers
+sized at generation time, which makes them non-reentrant.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import casadi as ca
+import numpy as np
+
+__all__ = ["CEmitter", "EmitError"]
+
+
+class EmitError(ValueError):
+    """The Function uses an operation this emitter does not translate."""
+
+
+_OPS = {getattr(ca, k): k for k in dir(ca) if k.startswith("OP_")}
+
+# Templates for SX operations; {0} and {1} are operands, {f} is "f" for float.
+_BINARY = {
+    ca.OP_ADD: "{0}+{1}", ca.OP_SUB: "{0}-{1}", ca.OP_MUL: "{0}*{1}", ca.OP_DIV: "{0}/{1}",
+    ca.OP_POW: "pow{f}({0},{1})", ca.OP_CONSTPOW: "pow{f}({0},{1})", ca.OP_FMOD: "fmod{f}({0},{1})",
+    ca.OP_ATAN2: "atan2{f}({0},{1})", ca.OP_FMIN: "fmin{f}({0},{1})", ca.OP_FMAX: "fmax{f}({0},{1})",
+    ca.OP_COPYSIGN: "copysign{f}({0},{1})", ca.OP_HYPOT: "hypot{f}({0},{1})",
+    ca.OP_LT: "(R)({0}<{1})", ca.OP_LE: "(R)({0}<={1})", ca.OP_EQ: "(R)({0}=={1})",
+    ca.OP_NE: "(R)({0}!={1})", ca.OP_AND: "(R)({0}&&{1})", ca.OP_OR: "(R)({0}||{1})",
+    ca.OP_IF_ELSE_ZERO: "({0}?{1}:0)",
+}
+_UNARY = {
+    ca.OP_ASSIGN: "{0}", ca.OP_NEG: "-{0}", ca.OP_SQ: "{0}*{0}", ca.OP_TWICE: "{0}+{0}",
+    ca.OP_INV: "1/{0}", ca.OP_NOT: "(R)(!{0})", ca.OP_SIGN: "({0}>0?1:({0}<0?-1:{0}))",
+    ca.OP_EXP: "exp{f}({0})", ca.OP_LOG: "log{f}({0})", ca.OP_SQRT: "sqrt{f}({0})",
+    ca.OP_SIN: "sin{f}({0})", ca.OP_COS: "cos{f}({0})", ca.OP_TAN: "tan{f}({0})",
+    ca.OP_ASIN: "asin{f}({0})", ca.OP_ACOS: "acos{f}({0})", ca.OP_ATAN: "atan{f}({0})",
+    ca.OP_SINH: "sinh{f}({0})", ca.OP_COSH: "cosh{f}({0})", ca.OP_TANH: "tanh{f}({0})",
+    ca.OP_ASINH: "asinh{f}({0})", ca.OP_ACOSH: "acosh{f}({0})", ca.OP_ATANH: "atanh{f}({0})",
+    ca.OP_FLOOR: "floor{f}({0})", ca.OP_CEIL: "ceil{f}({0})", ca.OP_FABS: "fabs{f}({0})",
+    ca.OP_ERF: "erf{f}({0})", ca.OP_LOG1P: "log1p{f}({0})", ca.OP_EXPM1: "expm1{f}({0})",
+}
+
+
+def literal(value: float, real: str) -> str:
+    """A C literal for `value` in the real type (shortest round-trip digits)."""
+    v = float(value)
+    if np.isnan(v):
+        return "NAN"
+    if np.isinf(v):
+        return "INFINITY" if v > 0 else "(-INFINITY)"
+    if real == "float":
+        text = np.format_float_scientific(np.float32(v), unique=True, trim="0", exp_digits=1) + "f"
+    else:
+        text = repr(v)
+        if "e" not in text and "." not in text:
+            text += ".0"
+    return f"({text})" if text.startswith("-") else text
+
+
+@dataclass
+class _Ref:
+    """Where the nonzeros of an MX work element live: a C pointer plus offset."""
+
+    base: str
+    offset: int = 0
+    nullable: bool = False  # an input pointer the caller may pass as NULL
+
+    def read(self, j: int) -> str:
+        if self.nullable:
+            return f"({self.base} ? {self.base}[{self.offset + j}] : 0)"
+        return f"{self.base}[{self.offset + j}]"
+
+    def pointer(self) -> str:
+        return self.base if self.offset == 0 else f"{self.base} + {self.offset}"
+
+
+@dataclass
+class CEmitter:
+    """Translate CasADi Functions (and the Functions they call) into C.
+
+    Parameters
+    ----------
+    prefix : str
+        Prefix of every emitted symbol (the export name).
+    real : {"double", "float"}
+        C type of every real number; "float" is single precision throughout.
+    """
+
+    prefix: str
+    real: str = "double"
+    _names: dict[str, str] = field(default_factory=dict)
+    _chunks: list[str] = field(default_factory=list)
+    call_graph: dict[str, list[str]] = field(default_factory=dict)
+    static_reals: int = 0
+
+    def __post_init__(self) -> None:
+        if self.real not in ("double", "float"):
+            raise ValueError(f"real must be 'double' or 'float', got {self.real!r}")
+
+    @property
+    def reentrant(self) -> bool:
+        """True when no emitted function keeps static state."""
+        return self.static_reals == 0
+
+    def source(self) -> str:
+        """All emitted function definitions, callees first."""
+        return "\n".join(self._chunks)
+
+    def add(self, F: ca.Function) -> str:
+        """Emit `F` (and what it calls) once; return its C name."""
+        key = F.name()
+        if key in self._names:
+            return self._names[key]
+        cname = f"{self.prefix}_f{len(self._names)}"
+        self._names[key] = cname
+        if F.is_a("SXFunction"):
+            self._chunks.append(self._sx(F, cname))
+        elif F.is_a("MXFunction"):
+            self._chunks.append(self._mx(F, cname))
+        else:
+            raise EmitError(
+                f"cannot export {F.name()} ({F.class_name()}): only SX and MX Functions are supported; "
+                f"expand it with F.expand() or build it from SX"
+            )
+        return cname
+
+    # ------------------------------------------------------------------- SX
+    def _fmt(self, template: str, *operands: str) -> str:
+        return template.format(*operands, f="f" if self.real == "float" else "").replace("(R)", f"({self.real})")
+
+    def _sx(self, F: ca.Function, cname: str) -> str:
+        R = self.real
+        lines = [f"/* {F.name()}: {_signature(F)} */",
+                 f"static int {cname}(const {R}** arg, {R}** res) {{"]
+        nw = F.sz_w()
+        names = [f"w{i}" for i in range(nw)]
+        for i in range(0, nw, 16):
+            lines.append(f"  {R} {', '.join(names[i:i + 16])};")
+        used_arg = used_res = False
+        for k in range(F.n_instructions()):
+            op = F.instruction_id(k)
+            ins = F.instruction_input(k)
+            outs = F.instruction_output(k)
+            if op == ca.OP_INPUT:
+                used_arg = True
+                lines.append(f"  w{outs[0]} = arg[{ins[0]}] ? arg[{ins[0]}][{ins[1]}] : 0;")
+            elif op == ca.OP_OUTPUT:
+                used_res = True
+                lines.append(f"  if (res[{outs[0]}]) res[{outs[0]}][{outs[1]}] = w{ins[0]};")
+            elif op == ca.OP_CONST:
+                lines.append(f"  w{outs[0]} = {literal(F.instruction_constant(k), R)};")
+            elif op in _BINARY:
+                lines.append(f"  w{outs[0]} = {self._fmt(_BINARY[op], f'w{ins[0]}', f'w{ins[1]}')};")
+            elif op in _UNARY:
+                lines.append(f"  w{outs[0]} = {self._fmt(_UNARY[op], f'w{ins[0]}')};")
+            else:
+                raise EmitError(f"cannot export operation {_OPS.get(op, op)} in {F.name()}: no C translation")
+        if not used_arg:
+            lines.append("  (void)arg;")
+        if not used_res:
+            lines.append("  (void)res;")
+        lines += ["  return 0;", "}", ""]
+        self.call_graph[cname] = []
+        return "\n".join(lines)
+
+    # ------------------------------------------------------------------- MX
+    def _mx(self, F: ca.Function, cname: str) -> str:
+        R = self.real
+        body: list[str] = []
+        statics: dict[str, int] = {}
+        consts: list[str] = []
+        refs: dict[int, _Ref] = {}
+        callees: list[str] = []
+        last_use: dict[int, int] = {}
+        for k in range(F.n_instructions()):
+            if F.instruction_id(k) != ca.OP_INPUT:
+                for w in F.instruction_input(k):
+                    last_use[w] = k
+        k = 0
+
+        def buffer(w: int, n: int, avoid: set[str]) -> _Ref:
+            # A fresh storage for work element w that no live reference (an
+            # input of this instruction, or a slice alias of another element)
+            # points into: CasADi may reuse a work slot that an alias of ours
+            # still reads from.
+            live = avoid | {r.base for key, r in refs.items() if key != w and last_use.get(key, -1) >= k}
+            name, suffix = f"{cname}_w{w}", 0
+            while name in live:
+                suffix += 1
+                name = f"{cname}_w{w}_{suffix}"
+            statics[name] = max(statics.get(name, 1), n)
+            return _Ref(name)
+
+        for k in range(F.n_instructions()):
+            op = F.instruction_id(k)
+            ins = F.instruction_input(k)
+            outs = F.instruction_output(k)
+            if op == ca.OP_INPUT:
+                info = F.instruction_MX(k).info()
+                nnz = F.instruction_MX(k).nnz()
+                if info["offset"] == 0 and nnz == F.nnz_in(info["ind"]):
+                    refs[outs[0]] = _Ref(f"arg[{info['ind']}]", 0, nullable=True)
+                else:
+                    src, dst = _Ref(f"arg[{info['ind']}]", info["offset"], True), buffer(outs[0], nnz, set())
+                    body += _copy(dst.base, src, nnz)
+                    refs[outs[0]] = dst
+            elif op == ca.OP_OUTPUT:
+                src, n = refs[ins[0]], F.nnz_out(outs[0])
+                body.append(f"  if (res[{outs[0]}]) {{")
+                body += _copy(f"res[{outs[0]}]", src, n, "    ")
+                body.append("  }")
+            elif op == ca.OP_CONST:
+                values = np.array(ca.evalf(F.instruction_MX(k)).nonzeros(), dtype=float)
+                name = f"{cname}_c{k}"
+                consts.append(f"static const {R} {name}[{max(1, values.size)}] = "
+                              f"{{{', '.join(literal(v, R) for v in values) or '0'}}};")
+                refs[outs[0]] = _Ref(name)
+            elif op == ca.OP_CALL:
+                G = F.instruction_MX(k).which_function()
+                gname = self.add(G)
+                callees.append(gname)
+                in_bases = {refs[w].base for w in ins if w >= 0}
+                args = [refs[w].pointer() if w >= 0 else "0" for w in ins]
+                new = {}
+                for j, w in enumerate(outs):
+                    if w >= 0:
+                        new[w] = buffer(w, G.nnz_out(j), in_bases)
+                body.append(f"  {{ const {R}* a[{max(1, len(ins))}] = {{{', '.join(args) or '0'}}};")
+                res = [new[w].pointer() if w >= 0 else "0" for w in outs]
+                body.append(f"    {R}* r[{max(1, len(outs))}] = {{{', '.join(res) or '0'}}};")
+                body.append(f"    if ({gname}(a, r)) return 1; }}")
+                refs.update(new)
+            elif op == ca.OP_GETNONZEROS:
+                node = F.instruction_MX(k)
+                nz = _nonzeros(node.info(), node.nnz())
+                src = refs[ins[0]]
+                contiguous = nz == list(range(nz[0], nz[0] + len(nz))) if nz else True
+                if contiguous and not src.nullable:
+                    refs[outs[0]] = _Ref(src.base, src.offset + (nz[0] if nz else 0))
+                else:
+                    dst = buffer(outs[0], len(nz), {src.base})
+                    body += [f"  {dst.base}[{j}] = {src.read(i)};" for j, i in enumerate(nz)]
+                    refs[outs[0]] = dst
+            elif op in _BINARY or op in _UNARY:
+                # Elementwise on dense operands; a one-nonzero operand broadcasts.
+                node = F.instruction_MX(k)
+                n = node.nnz()
+                arity = 2 if op in _BINARY else 1
+                srcs = [refs[w] for w in ins[:arity]]
+                sizes = [node.dep(i).nnz() for i in range(arity)]
+                if any(size not in (1, n) for size in sizes) or not node.sparsity().is_dense():
+                    raise EmitError(f"cannot export {_OPS[op]} of operands with {sizes} nonzeros in {F.name()}")
+                dst = buffer(outs[0], n, {src.base for src in srcs})
+                template = _BINARY[op] if arity == 2 else _UNARY[op]
+                for j in range(n):
+                    vals = [src.read(j if size == n else 0) for src, size in zip(srcs, sizes)]
+                    body.append(f"  {dst.base}[{j}] = {self._fmt(template, *vals)};")
+                refs[outs[0]] = dst
+            elif op in (ca.OP_HORZCAT, ca.OP_VERTCAT):
+                node = F.instruction_MX(k)
+                if op == ca.OP_VERTCAT and any(node.dep(i).size2() != 1 for i in range(node.n_dep())):
+                    raise EmitError(f"cannot export a vertcat of matrices in {F.name()}")
+                dst = buffer(outs[0], node.nnz(), {refs[w].base for w in ins})
+                pos = 0
+                for i, w in enumerate(ins):
+                    n = node.dep(i).nnz()
+                    body += _copy(f"({dst.base} + {pos})", refs[w], n)
+                    pos += n
+                refs[outs[0]] = dst
+            else:
+                raise EmitError(f"cannot export MX operation {_OPS.get(op, op)} in {F.name()}")
+
+        self.call_graph[cname] = sorted(set(callees))
+        self.static_reals += sum(statics.values())
+        head = [f"/* {F.name()}: {_signature(F)} */"] + consts
+        head += [f"static {R} {name}[{size}];" for name, size in statics.items()]
+        fn = [f"static int {cname}(const {R}** arg, {R}** res) {{"]
+        if any("for (i = 0;" in line for line in body):
+            fn.append("  int i;")
+        fn += body
+        if not any("arg[" in line for line in body):
+            fn.append("  (void)arg;")
+        if not any("res[" in line for line in body):
+            fn.append("  (void)res;")
+        return "\n".join(head + fn + ["  return 0;", "}", ""])
+
+
+def _copy(dst: str, src: _Ref, n: int, indent: str = "  ") -> list[str]:
+    """C statements copying n nonzeros of `src` to the array expression `dst`."""
+    if n <= 4:
+        return [f"{indent}{dst}[{j}] = {src.read(j)};" for j in range(n)]
+    if src.nullable:
+        return [f"{indent}for (i = 0; i < {n}; ++i) {dst}[i] = {src.base} ? {src.base}[{src.offset} + i] : 0;"]
+    return [f"{indent}for (i = 0; i < {n}; ++i) {dst}[i] = {src.base}[{src.offset} + i];"]
+
+
+def _nonzeros(info: dict, n: int) -> list[int]:
+    """Nonzero indices selected by a GetNonzeros node (slice, nested slice or list)."""
+    if "slice" in info:
+        s = info["slice"]
+        return list(range(s["start"], s["stop"], s["step"]))
+    if "nz" in info:
+        return [int(i) for i in info["nz"]]
+    if "inner" in info and "outer" in info:
+        inner, outer = info["inner"], info["outer"]
+        return [o + i for o in range(outer["start"], outer["stop"], outer["step"])
+                for i in range(inner["start"], inner["stop"], inner["step"])][:n]
+    raise EmitError(f"cannot export a GetNonzeros node with info {sorted(info)}")
+
+
+def _signature(F: ca.Function) -> str:
+    ins = ", ".join(f"{F.name_in(i)}[{F.size1_in(i)}x{F.size2_in(i)}]" for i in range(F.n_in()))
+    outs = ", ".join(f"{F.name_out(i)}[{F.size1_out(i)}x{F.size2_out(i)}]" for i in range(F.n_out()))
+    return f"({ins}) -> ({outs})"
