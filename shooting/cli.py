@@ -210,7 +210,7 @@ def cmd_integrator(args: argparse.Namespace) -> int:
         print(f"cortex-m4: flash {size.flash} B (text {size.text} + data {size.data}), "
               f"RAM {size.ram} B (data {size.data} + bss {size.bss} + worst stack {size.stack})")
         if args.real == "float":
-            doubles = c_check.double_precision_symbols(undefined)
+            doubles = targets.double_precision_symbols(undefined)
             if doubles:
                 print(f"float build uses double precision: {', '.join(doubles)}", file=sys.stderr)
                 failed = True

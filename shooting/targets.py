@@ -1,0 +1,940 @@
+"""Compile generated C for the host and a Cortex-M4, measure it, run it under QEMU.
+
+Dependency-free (standard library only) helpers for the C exporter and its
+``--check``:
+
+- `compile_host`: ``gcc`` with strict warnings (`HOST_CFLAGS`).
+- `compile_cortex_m4`: ``arm-none-eabi-gcc`` for a Cortex-M4 with the
+  single-precision FPU (`M4_CFLAGS`), then flash/RAM from
+  ``arm-none-eabi-size`` and the worst call-chain stack from GCC's
+  ``-fstack-usage`` (`M4Size`).
+- `undefined_symbols` / `double_precision_symbols`: which library routines an
+  object needs, e.g. to prove that float-only code pulls in no software double
+  arithmetic (``__aeabi_dmul`` ...) and no double libm (``sin`` ...).
+- `run_on_cortex_m4`: link a test program (an ordinary ``int main(void)`` that
+  uses ``printf``) with a startup file and linker script written by this
+  module for QEMU's ``mps2-an386`` board (Cortex-M4), run it in
+  ``qemu-system-arm`` and return its semihosted stdout, stderr and exit code.
+
+Emulated board (QEMU 7.2 ``mps2-an386``, checked with ``info mtree``)::
+
+    0x00000000  4 MiB  ZBT SSRAM1 ("FLASH" here): vector table, code, rodata,
+                       initial values of .data
+    0x20000000  4 MiB  ZBT SSRAM2/3 ("RAM"): .data, .bss, heap (upwards from
+                       the end of .bss), main stack (downwards from 0x20400000)
+
+QEMU loads the ELF's segments at their load addresses and, as on silicon,
+takes the initial SP and PC from the vector table at address 0. The reset
+handler (`MPS2_AN386_STARTUP`) enables the FPU (CPACR), makes integer
+division by zero trap (CCR.DIV_0_TRP), copies .data, zeroes .bss, opens the
+semihosting stdio of newlib's ``librdimon`` and calls ``exit(main())``.
+``exit`` flushes stdio and reports the status through the semihosting call
+SYS_EXIT_EXTENDED (newlib 3.3 detects QEMU's support for it), so the status
+of ``main`` becomes QEMU's exit code. Every fault and unexpected exception
+ends the emulation with `FAULT_EXIT_CODE`.
+
+All tools are found on ``PATH``; a missing one raises `ToolchainError` whose
+message names the Debian package to install.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = [
+    "FAULT_EXIT_CODE",
+    "HOST_CFLAGS",
+    "M4_CFLAGS",
+    "M4_WARNING_FLAGS",
+    "MPS2_AN386_LINKER_SCRIPT",
+    "MPS2_AN386_STARTUP",
+    "QEMU_M4_ARGS",
+    "CompileResult",
+    "M4Size",
+    "RunResult",
+    "ToolchainError",
+    "compile_cortex_m4",
+    "compile_host",
+    "double_precision_symbols",
+    "find_tool",
+    "have_cortex_m4_toolchain",
+    "have_host_compiler",
+    "have_qemu",
+    "run_on_cortex_m4",
+    "undefined_symbols",
+]
+
+#: Host compiler flags: strict C99, every warning an error.
+HOST_CFLAGS = ("-std=c99", "-Wall", "-Wextra", "-pedantic", "-Werror")
+
+#: Code generation for a Cortex-M4F: Thumb-2, single-precision FPU, hard-float ABI.
+M4_CFLAGS = ("-mcpu=cortex-m4", "-mthumb", "-mfpu=fpv4-sp-d16", "-mfloat-abi=hard")
+
+#: Warnings for `compile_cortex_m4` (not errors: the caller judges the stderr).
+#: ``-Wdouble-promotion`` flags silent float -> double promotions, which cost a
+#: software double routine on the single-precision FPU.
+M4_WARNING_FLAGS = ("-std=c99", "-Wall", "-Wextra", "-pedantic", "-Wdouble-promotion")
+
+#: QEMU exit code of a program that took a fault (HardFault, or any other
+#: exception the test program does not handle) on the emulated Cortex-M4.
+FAULT_EXIT_CODE = 250
+
+#: qemu-system-arm arguments before ``-kernel app.elf``: the MPS2 AN386 board,
+#: no display, no monitor, UART output discarded, semihosting console on stdout.
+QEMU_M4_ARGS = (
+    "-M", "mps2-an386",
+    "-cpu", "cortex-m4",
+    "-nographic",
+    "-monitor", "none",
+    "-serial", "null",
+    "-semihosting-config", "enable=on,target=native",
+)
+
+_ARM_PACKAGES = "gcc-arm-none-eabi libnewlib-arm-none-eabi"
+
+#: Debian/Ubuntu packages that provide each tool.
+_APT_PACKAGES = {
+    "gcc": "gcc",
+    "nm": "binutils",
+    "arm-none-eabi-gcc": _ARM_PACKAGES,
+    "arm-none-eabi-size": "binutils-arm-none-eabi",
+    "arm-none-eabi-nm": "binutils-arm-none-eabi",
+    "qemu-system-arm": "qemu-system-arm",
+}
+
+#: Vector table and reset/fault handlers for the MPS2 AN386 (GNU as, Thumb-2).
+#: Written in assembly so that nothing runs before the FPU is enabled.
+MPS2_AN386_STARTUP = f"""\
+/* Startup for QEMU mps2-an386 (Cortex-M4F), written by shooting.targets. */
+    .syntax unified
+    .cpu cortex-m4
+    .fpu fpv4-sp-d16
+    .thumb
+
+    .section .isr_vector, "a", %progbits
+    .align 2
+    .globl __isr_vector
+__isr_vector:
+    .word __stack_top           /* initial main stack pointer */
+    .word Reset_Handler
+    .rept 14                    /* NMI, HardFault, MemManage, BusFault, UsageFault, */
+    .word Fault_Handler         /* reserved x4, SVCall, DebugMon, reserved, PendSV, */
+    .endr                       /* SysTick: none is expected, all end the run */
+
+    .text
+    .align 2
+    .thumb_func
+    .globl Reset_Handler
+    .type Reset_Handler, %function
+Reset_Handler:
+    /* Full access to CP10/CP11 (the FPU) before any floating-point instruction. */
+    ldr r0, =0xE000ED88         /* CPACR */
+    ldr r1, [r0]
+    orr r1, r1, #(0xF << 20)
+    str r1, [r0]
+    dsb
+    isb
+    /* Trap integer division by zero (UsageFault, escalated to HardFault). */
+    ldr r0, =0xE000ED14         /* CCR */
+    ldr r1, [r0]
+    orr r1, r1, #(1 << 4)       /* DIV_0_TRP */
+    str r1, [r0]
+    /* Copy .data from its load address, zero .bss. */
+    ldr r0, =__data_load__
+    ldr r1, =__data_start__
+    ldr r2, =__data_end__
+1:  cmp r1, r2
+    bhs 2f
+    ldr r3, [r0], #4
+    str r3, [r1], #4
+    b 1b
+2:  ldr r1, =__bss_start__
+    ldr r2, =__bss_end__
+    movs r3, #0
+3:  cmp r1, r2
+    bhs 4f
+    str r3, [r1], #4
+    b 3b
+4:  bl initialise_monitor_handles   /* newlib librdimon: semihosted stdin/stdout/stderr */
+    bl __libc_init_array
+    bl main
+    bl exit                         /* flushes stdio; SYS_EXIT_EXTENDED with main's status */
+    b .
+    .size Reset_Handler, . - Reset_Handler
+
+    /* No crti/crtn (linked with -nostartfiles): empty _init/_fini for newlib. */
+    .thumb_func
+    .weak _init
+    .type _init, %function
+_init:
+    bx lr
+    .thumb_func
+    .weak _fini
+    .type _fini, %function
+_fini:
+    bx lr
+
+    /* Any fault: semihosting SYS_EXIT_EXTENDED (0x20), reason
+       ADP_Stopped_ApplicationExit (0x20026), status {FAULT_EXIT_CODE}. */
+    .thumb_func
+    .globl Fault_Handler
+    .type Fault_Handler, %function
+Fault_Handler:
+    movs r0, #0x20
+    adr r1, fault_exit_block
+    bkpt 0xab
+    b .
+    .size Fault_Handler, . - Fault_Handler
+    .align 2
+fault_exit_block:
+    .word 0x20026
+    .word {FAULT_EXIT_CODE}
+    .pool
+"""
+
+#: GNU ld script for the MPS2 AN386 as QEMU 7.2 maps it (see the module docstring).
+MPS2_AN386_LINKER_SCRIPT = """\
+/* Linker script for QEMU mps2-an386 (Cortex-M4F), written by shooting.targets. */
+MEMORY
+{
+  FLASH (rx)  : ORIGIN = 0x00000000, LENGTH = 4M   /* ZBT SSRAM1 */
+  RAM   (rwx) : ORIGIN = 0x20000000, LENGTH = 4M   /* ZBT SSRAM2/3 */
+}
+ENTRY(Reset_Handler)
+__stack_top = ORIGIN(RAM) + LENGTH(RAM);
+
+SECTIONS
+{
+  .text :
+  {
+    KEEP(*(.isr_vector))
+    *(.text .text.*)
+    *(.rodata .rodata.*)
+    . = ALIGN(4);
+  } > FLASH
+  .preinit_array :
+  {
+    PROVIDE_HIDDEN(__preinit_array_start = .);
+    KEEP(*(.preinit_array))
+    PROVIDE_HIDDEN(__preinit_array_end = .);
+  } > FLASH
+  .init_array :
+  {
+    PROVIDE_HIDDEN(__init_array_start = .);
+    KEEP(*(SORT(.init_array.*)))
+    KEEP(*(.init_array))
+    PROVIDE_HIDDEN(__init_array_end = .);
+  } > FLASH
+  .fini_array :
+  {
+    PROVIDE_HIDDEN(__fini_array_start = .);
+    KEEP(*(SORT(.fini_array.*)))
+    KEEP(*(.fini_array))
+    PROVIDE_HIDDEN(__fini_array_end = .);
+  } > FLASH
+  .ARM.extab : { *(.ARM.extab* .gnu.linkonce.armextab.*) } > FLASH
+  .ARM.exidx :
+  {
+    __exidx_start = .;
+    *(.ARM.exidx* .gnu.linkonce.armexidx.*)
+    __exidx_end = .;
+    . = ALIGN(8);
+  } > FLASH
+
+  .data : ALIGN(8)
+  {
+    __data_start__ = .;
+    *(.data .data.*)
+    . = ALIGN(4);
+    __data_end__ = .;
+  } > RAM AT > FLASH
+  __data_load__ = LOADADDR(.data);
+
+  .bss (NOLOAD) : ALIGN(8)
+  {
+    __bss_start__ = .;
+    *(.bss .bss.*)
+    *(COMMON)
+    . = ALIGN(4);
+    __bss_end__ = .;
+  } > RAM
+
+  /* newlib's _sbrk grows the heap from `end` up to the stack pointer. */
+  . = ALIGN(8);
+  end = .;
+  __end__ = .;
+}
+"""
+
+
+class ToolchainError(Exception):
+    """A compiler or the emulator is missing, failed to build, or timed out.
+
+    The first line of the message names the tool and, for a missing tool,
+    the ``apt-get install`` command that provides it.
+    """
+
+
+def find_tool(name: str) -> str:
+    """Return the path of an executable on ``PATH``.
+
+    Parameters
+    ----------
+    name : str
+        Executable name, e.g. ``"arm-none-eabi-gcc"``.
+
+    Returns
+    -------
+    str
+        Absolute path of the executable.
+
+    Raises
+    ------
+    ToolchainError
+        If it is not on ``PATH``; the message names the package to install.
+    """
+    path = shutil.which(name)
+    if path is None:
+        package = _APT_PACKAGES.get(name)
+        fix = f"apt-get install {package}" if package else "install it and put it on PATH"
+        raise ToolchainError(f"{name} not found: {fix}")
+    return path
+
+
+def _run(cmd: list[str], tool: str, timeout: float, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """Run a command to completion, turning launch failures and timeouts into `ToolchainError`."""
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd)
+    except subprocess.TimeoutExpired as exc:
+        raise ToolchainError(f"{tool} timed out after {timeout:g} s: {' '.join(cmd)}") from exc
+    except OSError as exc:
+        raise ToolchainError(f"{tool} could not be started: {exc}") from exc
+
+
+# --------------------------------------------------------------------------- availability
+
+
+def have_host_compiler() -> bool:
+    """Whether a host C compiler (``gcc``) is on ``PATH``.
+
+    Returns
+    -------
+    bool
+    """
+    return shutil.which("gcc") is not None
+
+
+@functools.lru_cache(maxsize=None)
+def have_cortex_m4_toolchain() -> bool:
+    """Whether the Cortex-M4 toolchain works: compiler, binutils and newlib.
+
+    Checked once per process by linking a trivial ``printf`` program with
+    `MPS2_AN386_STARTUP`, `MPS2_AN386_LINKER_SCRIPT` and newlib's semihosting
+    (``rdimon``) and ``libm``.
+
+    Returns
+    -------
+    bool
+    """
+    if not all(shutil.which(t) for t in ("arm-none-eabi-gcc", "arm-none-eabi-size", "arm-none-eabi-nm")):
+        return False
+    with tempfile.TemporaryDirectory(prefix="shooting-m4-probe-") as tmp:
+        source = Path(tmp) / "probe.c"
+        source.write_text(
+            "#include <math.h>\n#include <stdio.h>\n"
+            "int main(void) { printf(\"%g\\n\", (double)sinf(0.5f)); return 0; }\n"
+        )
+        try:
+            _build_m4_elf([source], Path(tmp), (), (), "-O2", timeout=120.0)
+        except ToolchainError:
+            return False
+    return True
+
+
+@functools.lru_cache(maxsize=None)
+def have_qemu() -> bool:
+    """Whether ``qemu-system-arm`` is on ``PATH`` and has the ``mps2-an386`` machine.
+
+    Returns
+    -------
+    bool
+    """
+    qemu = shutil.which("qemu-system-arm")
+    if qemu is None:
+        return False
+    try:
+        proc = subprocess.run([qemu, "-machine", "help"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return proc.returncode == 0 and re.search(r"^mps2-an386\s", proc.stdout, re.MULTILINE) is not None
+
+
+# --------------------------------------------------------------------------- host
+
+
+@dataclass(frozen=True)
+class CompileResult:
+    """Outcome of one compiler invocation.
+
+    Attributes
+    ----------
+    ok : bool
+        The compiler exited with status 0 (warnings may still be in `stderr`).
+    command : list of str
+        The command line that was run.
+    stderr : str
+        The compiler's diagnostics.
+    seconds : float
+        Wall-clock time of the compilation.
+    """
+
+    ok: bool
+    command: list[str]
+    stderr: str
+    seconds: float
+
+    @property
+    def warnings(self) -> list[str]:
+        """Lines of `stderr` that are compiler warnings (``...: warning: ...``)."""
+        return [line for line in self.stderr.splitlines() if ": warning: " in line]
+
+
+def compile_host(
+    sources: list[Path],
+    output: Path,
+    *,
+    extra_flags: tuple[str, ...] = (),
+    link: bool = True,
+    opt: str = "-O2",
+) -> CompileResult:
+    """Compile C sources with the host ``gcc`` and `HOST_CFLAGS` (warnings are errors).
+
+    Parameters
+    ----------
+    sources : list of pathlib.Path
+        C files; exactly one when ``link`` is false.
+    output : pathlib.Path
+        Executable (``link=True``, linked with ``-lm``) or object file
+        (``link=False``, compiled with ``-c``). Its folder is created.
+    extra_flags : tuple of str, optional
+        Appended after `HOST_CFLAGS` and ``opt`` (e.g. ``-I`` folders, ``-D``).
+    link : bool, optional
+        Produce an executable (default) or an object file.
+    opt : str, optional
+        Optimisation flag, default ``"-O2"``.
+
+    Returns
+    -------
+    CompileResult
+        ``ok`` is false on a compile error, with the diagnostics in ``stderr``;
+        compile errors never raise.
+
+    Raises
+    ------
+    ToolchainError
+        If ``gcc`` is missing or does not finish within 10 minutes.
+    ValueError
+        If ``link`` is false and there is not exactly one source.
+    """
+    sources = [Path(s) for s in sources]
+    if not link and len(sources) != 1:
+        raise ValueError(f"compile_host(link=False) takes exactly one source, got {len(sources)}")
+    gcc = find_tool("gcc")
+    output = Path(output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [gcc, *HOST_CFLAGS, opt, *extra_flags]
+    if link:
+        cmd += [*map(str, sources), "-o", str(output), "-lm"]
+    else:
+        cmd += ["-c", str(sources[0]), "-o", str(output)]
+    start = time.perf_counter()
+    proc = _run(cmd, "gcc", timeout=600.0)
+    return CompileResult(proc.returncode == 0, cmd, proc.stderr, time.perf_counter() - start)
+
+
+# --------------------------------------------------------------------------- Cortex-M4 object
+
+
+@dataclass(frozen=True)
+class M4Size:
+    """Memory footprint of one Cortex-M4 object file.
+
+    Attributes
+    ----------
+    text : int
+        Code and read-only data, bytes (``arm-none-eabi-size``, Berkeley format).
+    data : int
+        Initialised data, bytes (in flash and copied to RAM).
+    bss : int
+        Zero-initialised data, bytes.
+    stack : int
+        Worst call-chain stack, bytes: with a call graph, the largest over all
+        functions of its frame plus the worst chain below it; without one, the
+        largest single frame. Frames of callees outside the object (libm,
+        compiler helpers) are not included: see `external_callees`.
+    stack_by_function : dict of str to int
+        Frame size of each function from ``-fstack-usage``; for a
+        `dynamic_stack` function only its static part (or GCC's bound).
+    dynamic_stack : tuple of str
+        Functions whose frame is not static (``dynamic`` or
+        ``dynamic,bounded``: variable-length arrays, ``alloca``). Non-empty
+        means `stack` may be an underestimate.
+    external_callees : tuple of str
+        Callees in the call graph defined outside the object (undefined
+        symbols), whose own stack `stack` does not count.
+    stack_warnings : tuple of str
+        One line per problem with the stack figure (dynamic frames,
+        recursion, indirect calls). Empty means `stack` is a sound bound for
+        the code in this object.
+    flash : int
+        ``text + data``.
+    ram : int
+        ``data + bss + stack``.
+    """
+
+    text: int
+    data: int
+    bss: int
+    stack: int
+    stack_by_function: dict[str, int]
+    dynamic_stack: tuple[str, ...] = ()
+    external_callees: tuple[str, ...] = ()
+    stack_warnings: tuple[str, ...] = ()
+    flash: int = field(init=False)
+    ram: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "flash", self.text + self.data)
+        object.__setattr__(self, "ram", self.data + self.bss + self.stack)
+
+
+_SU_LINE = re.compile(r"^(?P<file>.*?):(?P<line>\d+):(?P<col>\d+):(?P<name>.+)\t(?P<bytes>\d+)\t(?P<kind>\S+)\s*$")
+_CI_EDGE = re.compile(r'edge:\s*\{\s*sourcename:\s*"(?P<src>[^"]+)"\s*targetname:\s*"(?P<dst>[^"]+)"')
+
+
+def _parse_stack_usage(text: str) -> tuple[dict[str, int], list[str]]:
+    """Parse a GCC ``.su`` file into (bytes per function, non-static functions)."""
+    frames: dict[str, int] = {}
+    dynamic: list[str] = []
+    for line in text.splitlines():
+        m = _SU_LINE.match(line)
+        if m is None:
+            continue
+        name = m["name"]
+        frames[name] = max(frames.get(name, 0), int(m["bytes"]))
+        if m["kind"] != "static" and name not in dynamic:
+            dynamic.append(name)
+    return frames, dynamic
+
+
+def _parse_callgraph_info(text: str) -> dict[str, list[str]]:
+    """Parse the edges of a GCC ``-fcallgraph-info`` (``.ci``, VCG) file."""
+    graph: dict[str, list[str]] = {}
+    for m in _CI_EDGE.finditer(text):
+        callees = graph.setdefault(m["src"], [])
+        if m["dst"] not in callees:
+            callees.append(m["dst"])
+    return graph
+
+
+def _worst_stack(
+    frames: dict[str, int],
+    graph: dict[str, list[str]] | None,
+    undefined: set[str],
+) -> tuple[int, list[str], list[str]]:
+    """Worst call-chain stack; returns (bytes, external callees, warnings)."""
+    if graph is None:
+        return max(frames.values(), default=0), [], []
+
+    def own(name: str) -> int | None:
+        if name in frames:
+            return frames[name]
+        # GCC clones (leaf.constprop.0, f.isra.0, f.part.0) carry the base name.
+        clones = [v for k, v in frames.items() if k.startswith(name + ".")]
+        return max(clones) if clones else None
+
+    external: list[str] = []
+    warnings: list[str] = []
+    memo: dict[str, int] = {}
+
+    def worst(name: str, path: list[str]) -> int:
+        if name in memo:
+            return memo[name]
+        if name in path:
+            warnings.append(f"recursion {' -> '.join(path[path.index(name):] + [name])}: counted once")
+            return 0
+        frame = own(name)
+        if frame is None:
+            if name == "__indirect_call":
+                warnings.append(f"indirect call in {path[-1] if path else '?'}: callee stack not counted")
+            elif name in undefined and name not in external:
+                external.append(name)
+            frame = 0  # external, or a static function inlined into its callers
+        below = max((worst(c, path + [name]) for c in graph.get(name, ())), default=0)
+        memo[name] = frame + below
+        return memo[name]
+
+    nodes = list(dict.fromkeys([*frames, *graph]))
+    total = max((worst(n, []) for n in nodes), default=0)
+    return total, sorted(external), warnings
+
+
+def compile_cortex_m4(
+    source: Path,
+    output_object: Path,
+    *,
+    extra_flags: tuple[str, ...] = (),
+    opt: str = "-O2",
+    call_graph: dict[str, list[str]] | str | None = None,
+) -> tuple[CompileResult, M4Size | None]:
+    """Compile one C file for a Cortex-M4F and measure flash, RAM and stack.
+
+    Command: ``arm-none-eabi-gcc`` `M4_CFLAGS` `M4_WARNING_FLAGS` ``opt``
+    ``-ffunction-sections -fdata-sections -fstack-usage`` ``extra_flags``
+    ``-c``. The compiler runs in a temporary folder, so its ``.su`` (and
+    ``.ci``) files never land next to ``source``; only ``output_object`` is
+    written.
+
+    Parameters
+    ----------
+    source : pathlib.Path
+        The C file.
+    output_object : pathlib.Path
+        Where the object file is written (its folder is created).
+    extra_flags : tuple of str, optional
+        Appended to the compile flags (``-I``, ``-D``, ``-Werror`` ...).
+    opt : str, optional
+        Optimisation flag, default ``"-O2"``.
+    call_graph : dict of str to list of str, or "auto", or None, optional
+        Caller -> callees by function name, for the worst call-chain `stack`.
+        ``"auto"`` takes it from GCC's ``-fcallgraph-info``. ``None``: the
+        largest single frame. Recursion is cut (and reported), GCC clones
+        (``f.constprop.0``) count for ``f``, and names absent from the object
+        count 0 (inlined static functions; external ones are listed in
+        `M4Size.external_callees`).
+
+    Returns
+    -------
+    result : CompileResult
+        ``ok`` is false on a compile error (diagnostics in ``stderr``).
+    size : M4Size or None
+        None if the compilation failed.
+
+    Raises
+    ------
+    ToolchainError
+        If ``arm-none-eabi-gcc``/``-size``/``-nm`` is missing, or ``size`` fails.
+    ValueError
+        If ``call_graph`` is a string other than ``"auto"``.
+    """
+    if isinstance(call_graph, str) and call_graph != "auto":
+        raise ValueError(f"call_graph must be a dict, 'auto' or None, got {call_graph!r}")
+    gcc = find_tool("arm-none-eabi-gcc")
+    size_tool = find_tool("arm-none-eabi-size")
+    source = Path(source).resolve()
+    output_object = Path(output_object)
+    with tempfile.TemporaryDirectory(prefix="shooting-m4-") as tmp:
+        tmpdir = Path(tmp)
+        obj = tmpdir / (source.stem + ".o")
+        cmd = [
+            gcc, *M4_CFLAGS, *M4_WARNING_FLAGS, opt,
+            "-ffunction-sections", "-fdata-sections", "-fstack-usage",
+            *(["-fcallgraph-info=su"] if call_graph == "auto" else []),
+            *extra_flags, "-c", str(source), "-o", str(obj),
+        ]
+        start = time.perf_counter()
+        proc = _run(cmd, "arm-none-eabi-gcc", timeout=600.0, cwd=tmpdir)
+        result = CompileResult(proc.returncode == 0, cmd, proc.stderr, time.perf_counter() - start)
+        if not result.ok:
+            return result, None
+
+        sized = _run([size_tool, "-B", str(obj)], "arm-none-eabi-size", timeout=60.0)
+        lines = sized.stdout.splitlines()
+        if sized.returncode != 0 or len(lines) < 2:
+            raise ToolchainError(f"arm-none-eabi-size failed on {obj.name}: {sized.stderr.strip()}")
+        text, data, bss = (int(v) for v in lines[1].split()[:3])
+
+        su_files = sorted(tmpdir.glob("*.su"))
+        frames, dynamic = _parse_stack_usage("".join(p.read_text() for p in su_files))
+        graph: dict[str, list[str]] | None
+        if call_graph == "auto":
+            graph = _parse_callgraph_info("".join(p.read_text() for p in sorted(tmpdir.glob("*.ci"))))
+        else:
+            graph = call_graph  # type: ignore[assignment]
+        undefined = set(undefined_symbols(obj)) if graph is not None else set()
+        stack, external, warnings = _worst_stack(frames, graph, undefined)
+        for name in dynamic:
+            warnings.insert(0, f"{name}: dynamic stack frame ({frames[name]} bytes counted)")
+
+        output_object.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(obj, output_object)
+    size = M4Size(
+        text=text,
+        data=data,
+        bss=bss,
+        stack=stack,
+        stack_by_function=frames,
+        dynamic_stack=tuple(dynamic),
+        external_callees=tuple(external),
+        stack_warnings=tuple(warnings),
+    )
+    return result, size
+
+
+def _is_arm_elf(path: Path) -> bool:
+    """Whether a file is a 32-bit ARM ELF (e_machine == EM_ARM)."""
+    with open(path, "rb") as f:
+        head = f.read(20)
+    if len(head) < 20 or head[:4] != b"\x7fELF":
+        return False
+    order = "little" if head[5] == 1 else "big"
+    return int.from_bytes(head[18:20], order) == 40
+
+
+def undefined_symbols(object_file: Path, *, nm: str | None = None) -> list[str]:
+    """Symbols an object file uses but does not define (``nm -u``).
+
+    Parameters
+    ----------
+    object_file : pathlib.Path
+        Object file, archive or executable.
+    nm : str, optional
+        The ``nm`` to use; by default ``arm-none-eabi-nm`` for ARM ELF files
+        (read from the ELF header) and ``nm`` otherwise.
+
+    Returns
+    -------
+    list of str
+        Sorted symbol names, e.g. ``["__aeabi_dmul", "sinf"]``.
+
+    Raises
+    ------
+    ToolchainError
+        If the ``nm`` tool is missing or fails.
+    """
+    object_file = Path(object_file)
+    if nm is None:
+        nm = "arm-none-eabi-nm" if _is_arm_elf(object_file) else "nm"
+    tool = find_tool(nm)
+    proc = _run([tool, "-u", str(object_file)], nm, timeout=60.0)
+    if proc.returncode != 0:
+        raise ToolchainError(f"{nm} failed on {object_file}: {proc.stderr.strip()}")
+    names = {line.split()[-1] for line in proc.stdout.splitlines() if line.strip() and not line.endswith(":")}
+    return sorted(names)
+
+
+#: Double-precision functions of <math.h> (their float versions end in ``f``).
+_DOUBLE_LIBM = frozenset(
+    "acos acosh asin asinh atan atan2 atanh cbrt ceil copysign cos cosh erf erfc exp exp2 expm1 "
+    "fabs fdim floor fma fmax fmin fmod frexp hypot ilogb ldexp lgamma llrint llround log log10 "
+    "log1p log2 logb lrint lround modf nan nearbyint nextafter pow remainder remquo rint round "
+    "scalbln scalbn sin sinh sqrt tan tanh tgamma trunc".split()
+)
+_SOFT_DOUBLE = re.compile(r"^__aeabi_(d\w+|\w+2d)$|^__(add|sub|mul|div|neg|extendsf|truncdf|fix\w*|float\w*)df\w*$")
+
+
+def double_precision_symbols(symbols: list[str]) -> list[str]:
+    """The symbols that mean double-precision arithmetic on a single-precision FPU.
+
+    Parameters
+    ----------
+    symbols : list of str
+        Symbol names, e.g. from `undefined_symbols`.
+
+    Returns
+    -------
+    list of str
+        Software double routines of the ARM EABI (``__aeabi_dadd``,
+        ``__aeabi_f2d``, ``__aeabi_i2d`` ...) or libgcc (``__muldf3`` ...)
+        and double libm functions (``sin``, ``sqrt`` ...), in input order.
+    """
+    return [s for s in symbols if s in _DOUBLE_LIBM or _SOFT_DOUBLE.match(s)]
+
+
+# --------------------------------------------------------------------------- QEMU
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """Outcome of a program run on the emulated Cortex-M4.
+
+    Attributes
+    ----------
+    stdout : str
+        What the program wrote to stdout.
+    exit_code : int
+        The status of ``main`` or ``exit`` modulo 256, `FAULT_EXIT_CODE` after
+        a fault, 1 after ``abort()``.
+    stderr : str
+        What the program wrote to stderr (newlib's semihosting opens it as
+        QEMU's stderr), followed by any diagnostics of QEMU itself.
+    seconds : float
+        Wall-clock time of the QEMU run.
+    build_seconds : float
+        Wall-clock time of compiling and linking.
+    build_log : str
+        Compiler and linker diagnostics (warnings).
+    elf : pathlib.Path or None
+        The linked program, when a ``workdir`` was given (else deleted).
+    """
+
+    stdout: str
+    exit_code: int
+    stderr: str = ""
+    seconds: float = 0.0
+    build_seconds: float = 0.0
+    build_log: str = ""
+    elf: Path | None = None
+
+    @property
+    def faulted(self) -> bool:
+        """Whether the program ended in a fault handler (`FAULT_EXIT_CODE`)."""
+        return self.exit_code == FAULT_EXIT_CODE
+
+
+def _build_m4_elf(
+    sources: list[Path],
+    workdir: Path,
+    include_dirs: tuple[Path, ...],
+    extra_flags: tuple[str, ...],
+    opt: str,
+    timeout: float,
+) -> tuple[Path, str, float]:
+    """Write startup and linker script into ``workdir`` and link ``app.elf``."""
+    gcc = find_tool("arm-none-eabi-gcc")
+    workdir = workdir.resolve()
+    startup = workdir / "startup_mps2_an386.S"
+    script = workdir / "mps2_an386.ld"
+    elf = workdir / "app.elf"
+    startup.write_text(MPS2_AN386_STARTUP)
+    script.write_text(MPS2_AN386_LINKER_SCRIPT)
+    cmd = [
+        gcc, *M4_CFLAGS, "-std=c99", "-Wall", "-Wextra", opt,
+        "-ffunction-sections", "-fdata-sections",
+        *(f"-I{Path(d).resolve()}" for d in include_dirs),
+        *extra_flags,
+        "--specs=rdimon.specs", "-nostartfiles", "-T", str(script),
+        "-Wl,--gc-sections", f"-Wl,-Map={workdir / 'app.map'}",
+        str(startup), *(str(Path(s).resolve()) for s in sources),
+        "-lm", "-o", str(elf),
+    ]
+    start = time.perf_counter()
+    proc = _run(cmd, "arm-none-eabi-gcc", timeout=timeout, cwd=workdir)
+    seconds = time.perf_counter() - start
+    if proc.returncode != 0:
+        if "rdimon.specs" in proc.stderr:
+            raise ToolchainError(
+                f"arm-none-eabi-gcc cannot find newlib (rdimon.specs): apt-get install {_ARM_PACKAGES}"
+            )
+        raise ToolchainError(
+            f"arm-none-eabi-gcc failed to build the Cortex-M4 program (exit {proc.returncode}):\n"
+            f"{' '.join(cmd)}\n{proc.stderr.rstrip()}"
+        )
+    return elf, proc.stderr, seconds
+
+
+def run_on_cortex_m4(
+    sources: list[Path],
+    *,
+    include_dirs: tuple[Path, ...] = (),
+    extra_flags: tuple[str, ...] = (),
+    timeout: float = 120.0,
+    workdir: Path | None = None,
+    opt: str = "-O2",
+) -> RunResult:
+    """Build a C program for the MPS2 AN386 and run it in QEMU with semihosting.
+
+    The sources hold an ordinary ``int main(void)`` that may use ``printf``
+    (full newlib: ``%g``/``%.17g`` of doubles work) and ``<math.h>``. They are
+    linked with `MPS2_AN386_STARTUP`, `MPS2_AN386_LINKER_SCRIPT`, newlib's
+    semihosting ``librdimon`` and ``libm``, then run as
+    ``qemu-system-arm`` `QEMU_M4_ARGS` ``-kernel app.elf``.
+
+    Parameters
+    ----------
+    sources : list of pathlib.Path
+        C (or assembly) files of the program.
+    include_dirs : tuple of pathlib.Path, optional
+        ``-I`` folders.
+    extra_flags : tuple of str, optional
+        Added to the compile/link command (``-D...``, ``-Werror`` ...).
+    timeout : float, optional
+        Seconds for the emulation (and, separately, for the build); QEMU is
+        killed when it runs out.
+    workdir : pathlib.Path, optional
+        Folder for the startup file, linker script, ``app.elf`` and
+        ``app.map`` (kept); by default a temporary folder that is deleted.
+    opt : str, optional
+        Optimisation flag, default ``"-O2"``.
+
+    Returns
+    -------
+    RunResult
+        The program's output and exit code; a nonzero status is not an error
+        here: the caller judges it.
+
+    Raises
+    ------
+    ToolchainError
+        If a tool is missing, the build fails, QEMU cannot start, or the run
+        exceeds ``timeout``.
+    """
+    qemu = find_tool("qemu-system-arm")
+    find_tool("arm-none-eabi-gcc")
+    if workdir is None:
+        with tempfile.TemporaryDirectory(prefix="shooting-qemu-") as tmp:
+            result = _build_and_run(sources, Path(tmp), include_dirs, extra_flags, opt, timeout, qemu)
+        return dataclasses.replace(result, elf=None)
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    return _build_and_run(sources, workdir, include_dirs, extra_flags, opt, timeout, qemu)
+
+
+def _build_and_run(
+    sources: list[Path],
+    workdir: Path,
+    include_dirs: tuple[Path, ...],
+    extra_flags: tuple[str, ...],
+    opt: str,
+    timeout: float,
+    qemu: str,
+) -> RunResult:
+    elf, build_log, build_seconds = _build_m4_elf(sources, workdir, include_dirs, extra_flags, opt, timeout)
+    cmd = [qemu, *QEMU_M4_ARGS, "-kernel", str(elf)]
+    start = time.perf_counter()
+    try:
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    except OSError as exc:
+        raise ToolchainError(f"qemu-system-arm could not be started: {exc}") from exc
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+        tail = out.decode("utf-8", "replace")[-500:]
+        raise ToolchainError(
+            f"qemu-system-arm timed out after {timeout:g} s running {elf.name} (killed); "
+            f"last output: {tail!r}"
+        ) from None
+    seconds = time.perf_counter() - start
+    stdout = out.decode("utf-8", "replace")
+    stderr = err.decode("utf-8", "replace")
+    if proc.returncode != 0 and not stdout and stderr.startswith("qemu-system-arm:"):
+        raise ToolchainError(f"qemu-system-arm failed to start: {stderr.strip()}\n{' '.join(cmd)}")
+    return RunResult(
+        stdout=stdout,
+        exit_code=proc.returncode,
+        stderr=stderr,
+        seconds=seconds,
+        build_seconds=build_seconds,
+        build_log=build_log,
+        elf=elf,
+    )

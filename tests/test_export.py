@@ -1,0 +1,168 @@
+"""Generated C, compiled and run on real inputs, against the CasADi Function."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import casadi as ca
+import numpy as np
+import pytest
+
+import shooting
+from shooting import c_check, targets
+from shooting.export import export_c, generate_c, install
+
+CI = bool(os.environ.get("CI"))
+needs_gcc = pytest.mark.skipif(not targets.have_host_compiler() and not CI, reason="gcc not installed")
+
+
+def _step(model_name: str, method: str = "rk4", steps: int = 1, mode: str = "forward") -> tuple:
+    model = shooting.load_model(model_name)
+    return model, shooting.build_integrator(model, method, steps, mode)
+
+
+def test_output_is_deterministic():
+    model, F = _step("quadrotor", "dopri5", 3)
+    a = generate_c(F, "q", metadata={"m": 1}).files
+    b = generate_c(shooting.build_integrator(model, "dopri5", 3), "q", metadata={"m": 1}).files
+    assert a == b
+
+
+@pytest.mark.parametrize("steps", [1, 200])
+def test_no_heap_and_documented_header(steps):
+    _, F = _step("cartpole", "rk4", steps)
+    files = generate_c(F, "cp").files
+    for fname in ("cp.c", "cp.h"):
+        assert not re.search(r"\b(malloc|calloc|realloc|free)\s*\(", files[fname]), fname
+    header = files["cp.h"]
+    assert "int cp_step(const cp_real* x, const cp_real* u, const cp_real* p," in header
+    assert "typedef double cp_real;" in header
+    assert ("NOT reentrant" in header) == (steps > 4) and "Usage:" in header
+
+
+def test_float_source_is_single_precision():
+    _, F = _step("cartpole", "rk4")
+    src = generate_c(F, "q", real="float").files["q.c"]
+    assert "double" not in src
+    assert re.search(r"\b(sin|cos|sqrt|exp|pow)\(", src) is None
+    assert "sinf(" in src or "cosf(" in src
+
+
+def test_code_size_does_not_grow_with_steps():
+    _, F1 = _step("cartpole", "rk4", 1)
+    _, F200 = _step("cartpole", "rk4", 200)
+    one = len(generate_c(F1, "cp").files["cp.c"])
+    many = len(generate_c(F200, "cp").files["cp.c"])
+    assert many <= 3 * one, (one, many)
+
+
+@needs_gcc
+@pytest.mark.parametrize("model_name", shooting.model_names())
+@pytest.mark.parametrize("method", ["euler", "rk4", "dopri5", "gauss2"])
+@pytest.mark.parametrize("real", ["double", "float"])
+def test_compiled_step_matches_python(model_name, method, real):
+    """-std=c99 -Wall -Wextra -pedantic -Werror (and -Wdouble-promotion for float), run, compare."""
+    model, F = _step(model_name, method)
+    export = generate_c(F, "s", real=real)
+    report = c_check.check_host(export, F, c_check.make_vectors(F, model, n=4))
+    assert report.passed, report.summary() + report.details
+    if real == "double":
+        assert report.worst_error <= 1e-12
+
+
+@needs_gcc
+@pytest.mark.parametrize("method,steps,mode", [("rk4", 7, "forward"), ("radau2", 6, "ad"), ("bs3", 13, "none"),
+                                               ("dopri5", 5, "variational")])
+def test_composed_substeps_compile_and_match(method, steps, mode):
+    """The MX composition (binary doubling) exports too: calls, slices, scalar arithmetic."""
+    model, F = _step("vanderpol", method, steps, mode)
+    assert F.is_a("MXFunction")
+    for real in ("double", "float"):
+        export = generate_c(F, "v", real=real)
+        report = c_check.check_host(export, F, c_check.make_vectors(F, model, n=3))
+        assert report.passed, report.summary() + report.details
+
+
+@needs_gcc
+def test_casadi_external_loads_the_host_library(tmp_path):
+    """CasADi's calling convention in NAME.c works: casadi.external evaluates it like F."""
+    model, F = _step("two_link_arm", "rk4", 2)
+    export_c(F, tmp_path / "out", "arm")
+    so = tmp_path / "arm.so"
+    res = targets.compile_host([tmp_path / "out" / "arm.c"], so, extra_flags=("-shared", "-fPIC"))
+    assert res.ok, res.stderr
+    ext = ca.external("arm", str(so))
+    x, u = model.x0 + 0.1, np.array([1.0, -2.0])
+    for a, b in zip(ext(x, u, model.p0, 0.3, 0.05), F(x, u, model.p0, 0.3, 0.05)):
+        np.testing.assert_allclose(np.array(a), np.array(b), rtol=1e-14, atol=1e-15)
+
+
+@needs_gcc
+def test_check_detects_a_wrong_constant():
+    """The check can fail: perturb one constant of the generated code."""
+    model, F = _step("pendulum", "rk4")
+    export = generate_c(F, "pd")
+    src = export.files["pd.c"]
+    match = re.search(r"= (0\.16666666666666666);", src)
+    assert match, "expected the rk4 weight 1/6 in the code"
+    broken = src.replace(match.group(0), "= 0.1666666;", 1)
+    bad = type(export)(export.name, {**export.files, "pd.c": broken}, export.manifest, export.call_graph)
+    report = c_check.check_host(bad, F, c_check.make_vectors(F, model, n=3))
+    assert not report.passed and report.worst_error > 1e-9
+
+
+def test_install_never_touches_foreign_files(tmp_path):
+    _, F = _step("pendulum")
+    files = generate_c(F, "pd").files
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("keep me")
+    with pytest.raises(ValueError, match="not empty"):
+        install(files, foreign)
+    assert sorted(p.name for p in foreign.iterdir()) == ["notes.txt"]
+    install(files, foreign, force=True)
+    assert (foreign / "notes.txt").read_text() == "keep me" and (foreign / "pd.c").exists()
+    (tmp_path / "clash").mkdir()
+    (tmp_path / "clash" / "pd.c").write_text("user code")
+    with pytest.raises(ValueError, match="refusing to overwrite"):
+        install(files, tmp_path / "clash", force=True)
+    assert (tmp_path / "clash" / "pd.c").read_text() == "user code"
+    # our own earlier export is replaced in place; nothing else is left behind
+    install(files, tmp_path / "new")
+    install(files, tmp_path / "new")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["clash", "mine", "new"]
+
+
+def test_bad_export_arguments():
+    _, F = _step("pendulum")
+    with pytest.raises(ValueError, match="identifier"):
+        generate_c(F, "not valid")
+    with pytest.raises(ValueError, match="real"):
+        generate_c(F, "pd", real="half")
+
+
+@needs_gcc
+def test_makefile_builds_host_object(tmp_path):
+    _, F = _step("cartpole")
+    export_c(F, tmp_path / "cp", "cp")
+    proc = subprocess.run(["make", "-s", "host"], cwd=tmp_path / "cp", capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "cp" / "build" / "host" / "cp.o").exists()
+
+
+def test_vectors_respect_bounds():
+    model, F = _step("cartpole")
+    for vec in c_check.make_vectors(F, model, n=20):
+        assert np.all(vec[1] >= model.u_min) and np.all(vec[1] <= model.u_max)
+        assert vec[4][0] == model.dt
+
+
+def test_emitter_rejects_unsupported_operations():
+    x = ca.MX.sym("x", 3, 3)
+    G = ca.Function("g", [x], [ca.inv(x)])
+    with pytest.raises(ValueError, match="cannot export"):
+        generate_c(G, "g")
+    Path(".")  # keep the import used
