@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The whole path on the cart-pole: model, tableau, integrator with exact sensitivities, checks.
+"""The whole path on the cart-pole: model, tableau, integrator with exact sensitivities, C, checks.
 
     python scripts/demo.py
 
@@ -9,8 +9,14 @@ check fails.
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import numpy as np
+
 import shooting
+from shooting import c_check, targets
+from shooting.export import export_c
 
 
 def main() -> int:
@@ -63,6 +69,25 @@ def main() -> int:
     err = float(np.max(np.abs(x_next.ravel() - ref)))
     print(f"6. accuracy |x_next - dopri5 x 256| = {err:.1e} (rk4, h = {model.dt / steps} s, 4th order)")
     ok &= err < 1e-5
+
+    # 7. Plain C for a microcontroller: compiled with -Werror and run on test vectors,
+    #    on the host and (when the toolchain is installed) on an emulated Cortex-M4.
+    with tempfile.TemporaryDirectory(prefix="shooting_demo_") as tmp:
+        for real in ("double", "float"):
+            export = export_c(F, Path(tmp) / real, "cartpole_step", real=real)
+            vectors = c_check.make_vectors(F, model, n=8)
+            if targets.have_host_compiler():
+                report = c_check.check_host(export, F, vectors)
+                ok &= report.passed
+                print(f"7. C        {report.summary()}")
+            if targets.have_cortex_m4_toolchain() and targets.have_qemu():
+                src = Path(tmp) / real / "cartpole_step.c"
+                _, size = targets.compile_cortex_m4(src, Path(tmp) / f"{real}.o", call_graph=export.call_graph)
+                report = c_check.check_cortex_m4(export, F, vectors)
+                ok &= report.passed and size is not None
+                print(f"   Cortex-M4 flash {size.flash} B, RAM {size.ram} B; {report.summary()}")
+        if not targets.have_host_compiler():
+            print("7. C        (gcc not found: C checks skipped)")
 
     print("demo", "passed" if ok else "FAILED")
     return 0 if ok else 1

@@ -78,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "(NAME.c, NAME.h, manifest.json, Makefile).")
     integ.add_argument("--model", required=True,
                        help="built-in name, file.py, file.py:function or package.module:function")
-    integ.add_argument("--method", default="rk4", help="catalogue tableau (default rk4)")
+    integ.add_argument("--method", help="catalogue tableau (default rk4)")
     integ.add_argument("--tableau-file", metavar="FILE", help="a JSON tableau instead of --method")
     integ.add_argument("--steps", type=_positive_int, default=1, help="substeps per interval (default 1)")
     integ.add_argument("--dt", type=_positive_float, help="interval length for the checks and the manifest "
@@ -137,14 +137,13 @@ def cmd_tableau(args: argparse.Namespace) -> int:
 def cmd_integrator(args: argparse.Namespace) -> int:
     import shooting
     from shooting import c_check, targets
-    from shooting.export import generate_c, install
+    from shooting.export import check_destination, generate_c, install
 
     progress = _Progress(args.quiet)
-    if args.tableau_file and args.method != "rk4":
+    if args.tableau_file and args.method:
         raise UsageError("give either --method or --tableau-file, not both")
     out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out} is a file, not a directory")
+    check_destination(out, force=args.force)
     if args.check and not targets.have_host_compiler():
         raise UsageError("gcc not found: --check compiles on the host; install gcc (apt-get install gcc)")
     if args.target == "cortex-m4":
@@ -155,7 +154,8 @@ def cmd_integrator(args: argparse.Namespace) -> int:
             raise UsageError("qemu-system-arm (machine mps2-an386) not found: apt-get install qemu-system-arm")
 
     model = shooting.load_model(args.model)
-    tab = shooting.load_tableau(args.tableau_file) if args.tableau_file else shooting.get_tableau(args.method)
+    tab = shooting.load_tableau(args.tableau_file) if args.tableau_file else \
+        shooting.get_tableau(args.method or "rk4")
     dt = args.dt or model.dt
     if dt is None:
         raise UsageError(f"model {model.name} has no nominal dt: pass --dt")
@@ -224,10 +224,7 @@ def cmd_integrator(args: argparse.Namespace) -> int:
         print(f"check failed: nothing written to {out}", file=sys.stderr)
         return 1
     export = export.with_manifest(**measured)
-    try:
-        install(export.files, out, force=args.force)
-    except ValueError as err:
-        raise UsageError(str(err)) from None
+    install(export.files, out, force=args.force)
     progress(f"wrote {', '.join(sorted(export.files))} to {out}")
     print(f"{out}/{name}.c, {name}.h, manifest.json, Makefile")
     return 0

@@ -28,7 +28,7 @@ import casadi as ca
 
 from shooting.c_emitter import CEmitter
 
-__all__ = ["CExport", "generate_c", "install", "export_c", "GENERATOR"]
+__all__ = ["CExport", "check_destination", "generate_c", "install", "export_c", "GENERATOR"]
 
 GENERATOR = "shooting"
 STEP_INPUTS = ["x", "u", "p", "t0", "dt"]
@@ -354,6 +354,29 @@ def _owned(directory: Path) -> set[str]:
     return {f"{name}.c", f"{name}.h", "manifest.json", "Makefile"}
 
 
+def check_destination(out_dir: str | os.PathLike[str], names: set[str] | None = None, *, force: bool = False) -> None:
+    """Raise ValueError unless `install` may write `names` into `out_dir` (see `install`).
+
+    Called before long work so that a refused directory is reported at once.
+    """
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"output {out} is a file, not a directory: choose another --out")
+    if not out.is_dir():
+        return
+    present = {p.name for p in out.iterdir()}
+    foreign = present - _owned(out)
+    if foreign and not force:
+        raise ValueError(
+            f"output directory {out} is not empty and was not written by shooting "
+            f"({len(foreign)} other file(s), e.g. {sorted(foreign)[0]}): choose an empty or new --out, "
+            f"or pass --force to add our files beside them"
+        )
+    clobbered = sorted(foreign & (names or set()))
+    if clobbered:
+        raise ValueError(f"refusing to overwrite {out / clobbered[0]}, which shooting did not write")
+
+
 def install(files: Mapping[str, str], out_dir: str | os.PathLike[str], *, force: bool = False) -> Path:
     """Write `files` into `out_dir` through a temporary directory.
 
@@ -370,21 +393,7 @@ def install(files: Mapping[str, str], out_dir: str | os.PathLike[str], *, force:
         we did not write.
     """
     out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"output {out} is a file, not a directory: choose another --out")
-    if out.is_dir():
-        present = {p.name for p in out.iterdir()}
-        ours = _owned(out)
-        foreign = present - ours
-        clobbered = sorted(foreign & set(files))
-        if foreign and not force:
-            raise ValueError(
-                f"output directory {out} is not empty and was not written by shooting "
-                f"({len(foreign)} other file(s), e.g. {sorted(foreign)[0]}): choose an empty or new --out, "
-                f"or pass --force to add our files beside them"
-            )
-        if clobbered:
-            raise ValueError(f"refusing to overwrite {out / clobbered[0]}, which shooting did not write")
+    check_destination(out, set(files), force=force)
     parent = out.parent if out.parent != Path("") else Path(".")
     parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=parent))
