@@ -27,7 +27,11 @@ Rhs = Callable[[ca.SX, ca.SX], ca.SX]
 
 
 def combine(base: ca.SX, h: ca.SX, weights: Sequence[float], slopes: Sequence[ca.SX]) -> ca.SX:
-    """Return ``base + h * sum_j weights[j] * slopes[j]`` skipping zero weights.
+    """Return ``base + sum_j (h w_j) * slopes[j]``, skipping zero weights.
+
+    The scalar ``h w_j`` is formed first, so each term costs one multiply per
+    entry of the slope (``h * (w_j * k_j)`` would cost two), which matters for
+    the sensitivity matrices (nx x (nx + nu) per slope).
 
     Parameters
     ----------
@@ -36,16 +40,13 @@ def combine(base: ca.SX, h: ca.SX, weights: Sequence[float], slopes: Sequence[ca
     weights : sequence of float, length s
     slopes : sequence of casadi.SX, each shape (n, m)
     """
-    acc = None
+    acc = base
     for w, k in zip(weights, slopes):
         w = float(w)
         if w == 0.0:
             continue
-        term = k if w == 1.0 else w * k
-        acc = term if acc is None else acc + term
-    if acc is None:
-        return base
-    return base + h * acc
+        acc = acc + (h if w == 1.0 else w * h) * k
+    return acc
 
 
 def explicit_stages(rhs: Rhs, A: np.ndarray, c: np.ndarray, x: ca.SX, t: ca.SX, h: ca.SX) -> list[ca.SX]:
