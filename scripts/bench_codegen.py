@@ -5,6 +5,9 @@ Table 1, per built-in model x {euler, rk4, dopri5, gauss2} x {double, float}:
 ns per call of NAME_step from a C timing loop (gcc -O3), gcc compile time,
 Cortex-M4 flash/RAM of the object, and the same Function called from Python.
 
+Table 3: generated C size, compile time and speed against the number of
+substeps.
+
 Table 2, the cart-pole RK4 step with A and B (1 substep), side by side with
 the same flags: ours; the plain CasADi recipe (an SX RK4 step with
 `jacobian`, exported by CasADi); CasADi's `integrator('rk')` with its
@@ -209,6 +212,22 @@ def table_versus_casadi(reps: int) -> None:
           f"{', '.join(targets.double_precision_symbols(undefined)) or 'none'}")
 
 
+def table_steps_growth(steps_list: tuple[int, ...]) -> None:
+    """Generated C size and compile time against the number of substeps (cart-pole, rk4, double)."""
+    model = shooting.load_model("cartpole")
+    print("\nSubsteps: generated C and gcc -O3 compile time (cart-pole, rk4, forward, double)")
+    print(f"{'steps':>6}{'.c bytes':>10}{'ratio':>7}{'gcc s':>8}{'ns/call':>10}{'ns/substep':>11}{'static B':>10}")
+    print("-" * 62)
+    base = None
+    for steps in steps_list:
+        F = shooting.build_integrator(model, "rk4", steps)
+        with tempfile.TemporaryDirectory() as tmp:
+            ns, comp, src = time_ours(F, model, "double", Path(tmp), max(200, 200_000 // steps))
+        static = generate_c(F, "s").manifest["work"]["static_bytes"]
+        base = base or len(src)
+        print(f"{steps:>6}{len(src):>10}{len(src) / base:>7.2f}{comp:>8.2f}{ns:>10.1f}{ns / steps:>11.1f}{static:>10}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="cart-pole only, short loops (smoke test)")
@@ -220,6 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     table_steps(["cartpole"] if args.quick else shooting.model_names(), 20_000 if args.quick else 2_000_000,
                 20 if args.quick else 2000)
     table_versus_casadi(20_000 if args.quick else 5_000_000)
+    table_steps_growth((1, 200) if args.quick else (1, 2, 4, 8, 16, 64, 200))
     return 0
 
 

@@ -9,7 +9,14 @@ from pathlib import Path
 import pytest
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
-QUICK_ARGS = {"bench_integrators.py": ["--quick"]}
+QUICK_ARGS = {"bench_integrators.py": ["--quick"], "bench_codegen.py": ["--quick"]}
+
+
+def test_every_benchmark_has_a_quick_mode():
+    """A benchmark run without --quick would take many minutes inside the suite."""
+    for script in SCRIPTS.glob("bench_*.py"):
+        assert QUICK_ARGS.get(script.name) == ["--quick"], script.name
+        assert "--quick" in script.read_text(), script.name
 
 
 @pytest.mark.parametrize("script", sorted(p.name for p in SCRIPTS.glob("*.py")))
