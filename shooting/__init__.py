@@ -1,7 +1,9 @@
 """shooting: Runge-Kutta integrators with exact sensitivities on CasADi.
 
 Layers (data flows one way): `Model` and `ButcherTableau` -> `build_integrator`
--> a `casadi.Function` (x, u, p, t0, dt) -> (x_next, A, B[, err]).
+-> a `casadi.Function` (x, u, p, t0, dt) -> (x_next, A, B[, err]) -> C export
+(`shooting.export`) and multiple-shooting MPC (`MultipleShootingOCP`,
+`RTIController`).
 """
 
 from shooting.catalogue import get_tableau, rk2, rk3, tableau_names
@@ -9,6 +11,8 @@ from shooting.collocation import gauss_legendre, radau_iia
 from shooting.integrator import build_integrator
 from shooting.loading import load_model, model_names
 from shooting.model import Model
+from shooting.ocp import MultipleShootingOCP, OCPSolution
+from shooting.rti import RTIController
 from shooting.stability import plot_stability_region
 from shooting.tableau import ButcherTableau, load_tableau
 
@@ -17,6 +21,9 @@ __version__ = "0.1.0"
 __all__ = [
     "ButcherTableau",
     "Model",
+    "MultipleShootingOCP",
+    "OCPSolution",
+    "RTIController",
     "build_integrator",
     "gauss_legendre",
     "get_tableau",
