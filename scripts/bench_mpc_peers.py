@@ -326,8 +326,8 @@ class DoMpcPeer:
         self.name = "do-mpc colloc" if collocation else "do-mpc"
         self.note = ("do-mpc default orthogonal collocation (Radau, degree 2): a different discretisation, "
                      "for reference only" if collocation else
-                     "do-mpc model_type='discrete' with the same inline RK4 step; native warm start "
-                     "(previous solution, NOT shifted; primal+dual)")
+                     "do-mpc model_type='discrete' with the same inline RK4 step; its native warm start: "
+                     "previous solution NOT shifted, one solver (no IPOPT warm-start options)")
 
     def build(self) -> None:
         do_mpc = _import("do_mpc")
@@ -353,11 +353,6 @@ class DoMpcPeer:
         mpc.bounds["upper", "_x", "x"] = p.x_max
         mpc.setup()
         self.mpc = mpc
-        self.S_cold = mpc.S
-        # The same IPOPT warm-start options as shooting's warm solver, on a second
-        # nlpsol of do-mpc's own NLP (without them IPOPT ignores the multipliers
-        # do-mpc passes and pushes the start back into the interior).
-        self.S_warm = ca.nlpsol("S_warm", "ipopt", mpc.nlp, p.warm_options)
         self.f_fun = ca.Function("f", [mpc.nlp["x"], mpc.nlp["p"]], [mpc.nlp["f"]])
 
     def _reset(self, x0) -> None:
@@ -367,12 +362,9 @@ class DoMpcPeer:
         m.u0 = np.zeros((self.prob.nu, 1))
         m.set_initial_guess()
         m.flags["initial_run"] = False  # no multipliers on a cold solve
-        m.S = self.S_cold
 
-    def _step(self, x, warm: bool) -> Result:
+    def _step(self, x) -> Result:
         m, p = self.mpc, self.prob
-        if warm:
-            m.S = self.S_warm
         t0 = time.perf_counter()
         u0 = m.make_step(np.asarray(x, float).reshape(-1, 1))
         t1 = time.perf_counter()
@@ -386,10 +378,10 @@ class DoMpcPeer:
 
     def cold(self, x0) -> Result:
         self._reset(x0)
-        return self._step(x0, warm=False)
+        return self._step(x0)
 
     def warm(self, x) -> Result:
-        return self._step(x, warm=True)
+        return self._step(x)
 
 
 # --------------------------------------------------------------------- rockit

@@ -253,6 +253,11 @@ class MultipleShootingOCP:
         self.x_max = _bound(x_max, model.x_max, "x_max")
         self.u_min = _bound(u_min, model.u_min, "u_min")
         self.u_max = _bound(u_max, model.u_max, "u_max")
+        for lo, hi, what in ((self.x_min, self.x_max, "x"), (self.u_min, self.u_max, "u")):
+            bad = np.nonzero(lo > hi)[0]
+            if bad.size:
+                i = int(bad[0])
+                raise ValueError(f"{what}_min[{i}] = {lo[i]} exceeds {what}_max[{i}] = {hi[i]}: no value satisfies both")
         self.step_function = build_integrator(model, method, steps, "none", name=f"{model.name}_ocp_step")
 
         t = time.perf_counter()
