@@ -147,37 +147,55 @@ class CEmitter:
         return template.format(*operands, f="f" if self.real == "float" else "").replace("(R)", f"({self.real})")
 
     def _sx(self, F: ca.Function, cname: str) -> str:
+        # NULL inputs read as zeros and NULL outputs are not wanted (CasADi's
+        # convention). Both are resolved once in the prologue, through a
+        # constant zero array and a scratch array on the stack, so that the
+        # body is branch-free: per-element checks made arm-as fail with
+        # "conditional branch out of range" on large bodies, and cost time.
         R = self.real
-        lines = [f"/* {F.name()}: {_signature(F)} */",
-                 f"static int {cname}(const {R}** arg, {R}** res) {{"]
         nw = F.sz_w()
-        names = [f"w{i}" for i in range(nw)]
-        for i in range(0, nw, 16):
-            lines.append(f"  {R} {', '.join(names[i:i + 16])};")
-        used_arg = used_res = False
+        body: list[str] = []
+        ins_used: set[int] = set()
+        outs_used: set[int] = set()
         for k in range(F.n_instructions()):
             op = F.instruction_id(k)
             ins = F.instruction_input(k)
             outs = F.instruction_output(k)
             if op == ca.OP_INPUT:
-                used_arg = True
-                lines.append(f"  w{outs[0]} = arg[{ins[0]}] ? arg[{ins[0]}][{ins[1]}] : 0;")
+                ins_used.add(ins[0])
+                body.append(f"  w{outs[0]} = a{ins[0]}[{ins[1]}];")
             elif op == ca.OP_OUTPUT:
-                used_res = True
-                lines.append(f"  if (res[{outs[0]}]) res[{outs[0]}][{outs[1]}] = w{ins[0]};")
+                outs_used.add(outs[0])
+                body.append(f"  r{outs[0]}[{outs[1]}] = w{ins[0]};")
             elif op == ca.OP_CONST:
-                lines.append(f"  w{outs[0]} = {literal(F.instruction_constant(k), R)};")
+                body.append(f"  w{outs[0]} = {literal(F.instruction_constant(k), R)};")
             elif op in _BINARY:
-                lines.append(f"  w{outs[0]} = {self._fmt(_BINARY[op], f'w{ins[0]}', f'w{ins[1]}')};")
+                body.append(f"  w{outs[0]} = {self._fmt(_BINARY[op], f'w{ins[0]}', f'w{ins[1]}')};")
             elif op in _UNARY:
-                lines.append(f"  w{outs[0]} = {self._fmt(_UNARY[op], f'w{ins[0]}')};")
+                body.append(f"  w{outs[0]} = {self._fmt(_UNARY[op], f'w{ins[0]}')};")
             else:
                 raise EmitError(f"cannot export operation {_OPS.get(op, op)} in {F.name()}: no C translation")
-        if not used_arg:
+        lines = [f"/* {F.name()}: {_signature(F)} */"]
+        max_in = max([F.nnz_in(i) for i in ins_used], default=0)
+        max_out = max([F.nnz_out(i) for i in outs_used], default=0)
+        zeros = f"{cname}_zeros"
+        if ins_used:
+            lines.append(f"static const {R} {zeros}[{max(1, max_in)}] = {{0}};")
+        lines.append(f"static int {cname}(const {R}** arg, {R}** res) {{")
+        names = [f"w{i}" for i in range(nw)]
+        for i in range(0, nw, 16):
+            lines.append(f"  {R} {', '.join(names[i:i + 16])};")
+        for i in sorted(ins_used):
+            lines.append(f"  const {R}* a{i} = arg[{i}] ? arg[{i}] : {zeros};")
+        if outs_used:
+            lines.append(f"  {R} scratch[{max(1, max_out)}];")
+            for i in sorted(outs_used):
+                lines.append(f"  {R}* r{i} = res[{i}] ? res[{i}] : scratch;")
+        if not ins_used:
             lines.append("  (void)arg;")
-        if not used_res:
+        if not outs_used:
             lines.append("  (void)res;")
-        lines += ["  return 0;", "}", ""]
+        lines += body + ["  return 0;", "}", ""]
         self.call_graph[cname] = []
         return "\n".join(lines)
 
