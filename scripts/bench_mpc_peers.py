@@ -154,9 +154,10 @@ class ShootingPeer:
 
     def build(self) -> None:
         p = self.prob
-        opts = {**TIMING_OPTIONS, **self.kwargs.pop("solver_options", {})}
+        kw = dict(self.kwargs)
+        opts = {**TIMING_OPTIONS, **kw.pop("solver_options", {})}
         self.ocp = MultipleShootingOCP(p.model, horizon=p.N, dt=p.dt, method="rk4", steps=1, Q=p.Q, R=p.R,
-                                       Q_terminal=p.Qf, solver_options=opts, **self.kwargs)
+                                       Q_terminal=p.Qf, solver_options=opts, **kw)
 
     def _result(self, sol, solver, t_solve: float, t_step: float) -> Result:
         self.sol = sol
@@ -192,7 +193,6 @@ class _OptiShift:
     """
 
     def __init__(self, opti: ca.Opti, X: list, U: list) -> None:
-        nxv = opti.nx
         where: dict[int, tuple[str, int, int]] = {}
         for kind, cols in (("x", X), ("u", U)):
             for k, e in enumerate(cols):
@@ -222,7 +222,6 @@ class _OptiShift:
         for i, r in enumerate(rows):
             if r is not None and (r[0] + 1, r[1]) in key_of:
                 self.g_map[i] = key_of[(r[0] + 1, r[1])]
-        self.nx = nxv
 
 
 # --------------------------------------------------------------------- Opti
@@ -508,13 +507,13 @@ def make_peers(prob: Problem, *, variants: bool) -> tuple[list, list[str]]:
         if variants:
             peers.append(DoMpcPeer(prob, collocation=True))
     else:
-        skipped.append(f"do-mpc: not importable, skipped ({INSTALL_HINT})")
+        skipped.append(f"do-mpc: not importable, skipped (pip install {PEER_PACKAGES['do_mpc']})")
     if status["rockit"]:
         peers.append(RockitPeer(prob))
         if variants:
             peers.append(RockitPeer(prob, expand=True))
     else:
-        skipped.append(f"rockit: not importable, skipped ({INSTALL_HINT})")
+        skipped.append(f"rockit: not importable, skipped (pip install {PEER_PACKAGES['rockit']})")
     return peers, skipped
 
 

@@ -1,4 +1,4 @@
-"""`shooting-codegen`: list models and tableaus, inspect a tableau, export integrators as C.
+"""`shooting-codegen`: list models and tableaus, inspect a tableau, export integrators as C, run MPC.
 
 Exit status: 0 success, 1 a failed check, 2 bad usage or input (one line on
 stderr, no traceback). Output is assembled in a temporary directory and moved
@@ -45,6 +45,16 @@ def _positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
     if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def _nonnegative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative number, got {text!r}") from None
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"expected a non-negative number, got {text!r}")
     return value
 
 
@@ -95,6 +105,30 @@ def build_parser() -> argparse.ArgumentParser:
     integ.add_argument("--vectors", type=_positive_int, default=8, help="test vectors for --check (default 8)")
     integ.add_argument("--force", action="store_true", help="write into a non-empty directory of other files")
     integ.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+
+    mpc = sub.add_parser(
+        "mpc", help="solve the model's default OCP and simulate its MPC closed loop",
+        description="Build the model's default scenario (cartpole: swing-up from hanging), solve the OCP once, "
+                    "run the closed loop against an accurately integrated plant and write trajectory.json, "
+                    "trajectory.csv, summary.json and PNG plots. Options override the scenario.")
+    mpc.add_argument("--model", required=True,
+                     help="built-in name, file.py, file.py:function or package.module:function")
+    mpc.add_argument("--horizon", type=_positive_int, help="shooting intervals N")
+    mpc.add_argument("--dt", type=_positive_float, help="interval length and sampling time [s]")
+    mpc.add_argument("--method", help="integrator tableau of the OCP (see 'list')")
+    mpc.add_argument("--steps", type=_positive_int, help="integrator substeps per interval")
+    mpc.add_argument("--hessian", choices=("exact", "gauss-newton"), help="Hessian of the OCP's Lagrangian")
+    mpc.add_argument("--x0", metavar="V1,V2,...",
+                     help="initial state, nx comma-separated numbers ('pi' allowed; "
+                          "write --x0=-1,0 when the first is negative)")
+    mpc.add_argument("--sim-steps", type=_positive_int, help="closed-loop steps K")
+    mpc.add_argument("--rti", action="store_true", help="real-time iteration controller instead of full solves")
+    mpc.add_argument("--noise", type=_nonnegative_float, metavar="STD",
+                     help="standard deviation of additive process noise on every state")
+    mpc.add_argument("--seed", type=int, default=0, help="noise seed (default 0)")
+    mpc.add_argument("--out", required=True, metavar="DIR", help="output directory (created)")
+    mpc.add_argument("--force", action="store_true", help="write into a non-empty directory of other files")
+    mpc.add_argument("-q", "--quiet", action="store_true", help="no progress lines or bar")
     return parser
 
 
@@ -230,6 +264,179 @@ def cmd_integrator(args: argparse.Namespace) -> int:
     return 0
 
 
+#: Files `shooting-codegen mpc` writes; summary.json names the run as ours.
+MPC_FILES = ("trajectory.json", "trajectory.csv", "summary.json", "states.png", "inputs.png", "solve_time.png")
+
+
+def _parse_x0(text: str, nx: int, model_name: str) -> list[float]:
+    values = []
+    for i, token in enumerate(text.split(",")):
+        token = token.strip()
+        sign, body = (-1.0, token[1:]) if token.startswith("-") else (1.0, token.lstrip("+"))
+        try:
+            value = sign * math.pi if body.lower() == "pi" else float(token)
+        except ValueError:
+            raise UsageError(f"--x0 entry {i + 1} is {token!r}, not a number: give {nx} comma-separated numbers, "
+                             f"e.g. --x0 {','.join(['0'] * nx)}") from None
+        if not math.isfinite(value):
+            raise UsageError(f"--x0 entry {i + 1} is {token!r}: give finite numbers")
+        values.append(value)
+    if len(values) != nx:
+        raise UsageError(f"--x0 has {len(values)} value(s) but model {model_name} has {nx} states: give {nx} "
+                         f"comma-separated numbers")
+    return values
+
+
+def _mpc_owned(directory: Path) -> set[str]:
+    """Files an earlier `mpc` run wrote into `directory` (from its summary.json)."""
+    import json
+
+    from shooting.export import GENERATOR
+
+    try:
+        data = json.loads((directory / "summary.json").read_text())
+    except (OSError, ValueError):
+        return set()
+    if not isinstance(data, dict) or data.get("generator") != GENERATOR or data.get("command") != "mpc":
+        return set()
+    return set(MPC_FILES) & {str(f) for f in data.get("files", [])}
+
+
+def _check_mpc_destination(out: Path, force: bool) -> None:
+    """The rules of `shooting.export.install` for the files of `mpc`."""
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"output {out} is a file, not a directory: choose another --out")
+    if not out.is_dir():
+        return
+    foreign = {p.name for p in out.iterdir()} - _mpc_owned(out)
+    if foreign and not force:
+        raise UsageError(f"output directory {out} is not empty and was not written by shooting mpc "
+                         f"({len(foreign)} other file(s), e.g. {sorted(foreign)[0]}): choose an empty or new --out, "
+                         f"or pass --force to add our files beside them")
+    clobbered = sorted(foreign & set(MPC_FILES))
+    if clobbered:
+        raise UsageError(f"refusing to overwrite {out / clobbered[0]}, which shooting did not write")
+
+
+def _install_mpc(out: Path, write) -> None:
+    """Let `write(tmp)` fill a temporary directory beside `out`, then move its files into `out`."""
+    import os
+    import shutil
+
+    parent = out.parent if out.parent != Path("") else Path(".")
+    parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=parent))
+    try:
+        mask = os.umask(0o022)
+        os.umask(mask)
+        os.chmod(tmp, 0o777 & ~mask)  # mkdtemp's 0700 would make the output directory private
+        write(tmp)
+        if not out.exists():
+            os.replace(tmp, out)
+            return
+        for path in tmp.iterdir():
+            os.replace(path, out / path.name)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+
+
+def cmd_mpc(args: argparse.Namespace) -> int:
+    import dataclasses
+    import json
+
+    import shooting
+    from shooting.closed_loop import MPCController, _json_text, simulate_closed_loop
+    from shooting.export import GENERATOR
+    from shooting.scenarios import build_ocp, default_scenario
+
+    progress = _Progress(args.quiet)
+    out = Path(args.out)
+    _check_mpc_destination(out, args.force)
+    model = shooting.load_model(args.model)
+    scenario = default_scenario(model)
+    changes: dict[str, object] = {}
+    if args.x0 is not None:
+        changes["x0"] = _parse_x0(args.x0, model.nx, model.name)
+    if args.method is not None:
+        shooting.get_tableau(args.method)  # an unknown name is reported before any work
+        changes["method"] = args.method
+    for option, name in (("horizon", "horizon"), ("dt", "dt"), ("steps", "steps"),
+                         ("sim_steps", "sim_steps"), ("hessian", "hessian")):
+        if getattr(args, option) is not None:
+            changes[name] = getattr(args, option)
+    scenario = dataclasses.replace(scenario, **changes)
+    RTIController = None
+    if args.rti:
+        RTIController = getattr(shooting, "RTIController", None)
+        if RTIController is None:
+            try:
+                from shooting.rti import RTIController
+            except ImportError:
+                raise UsageError("--rti needs shooting.RTIController, which this installation does not provide: "
+                                 "run without --rti") from None
+
+    progress(f"{model.name}: {scenario.description}")
+    progress(f"building the OCP: N = {scenario.horizon}, dt = {scenario.dt:g} s, {scenario.method} x "
+             f"{scenario.steps}, {scenario.hessian} Hessian")
+    ocp = build_ocp(scenario, model)
+    first = ocp.solve(scenario.x0)
+    print(f"{model.name}: OCP N = {scenario.horizon}, dt = {scenario.dt:g} s, {scenario.method} x {scenario.steps}: "
+          f"{first.status}, cost {first.cost:.6g}, {first.iterations} iterations, {first.solve_time * 1e3:.1f} ms")
+    if not first.success:
+        print(f"shooting-codegen: the first OCP solve failed ({first.status}): nothing written to {out}",
+              file=sys.stderr)
+        return 1
+
+    controller = RTIController(ocp) if RTIController is not None else MPCController(ocp)
+    kind = "rti" if RTIController is not None else "mpc"
+    progress(f"closed loop: {scenario.sim_steps} steps of {scenario.dt:g} s ({kind} controller, plant "
+             f"{scenario.plant_method} x {scenario.plant_steps}"
+             + (f", noise {args.noise:g}, seed {args.seed}" if args.noise else "") + ")")
+    traj = simulate_closed_loop(controller, scenario.x0, scenario.sim_steps, plant_method=scenario.plant_method,
+                                plant_steps=scenario.plant_steps, noise_std=args.noise or None, seed=args.seed,
+                                progress=not args.quiet)
+    stats = traj.stats(scenario.Q, scenario.R)
+    ms = stats["solve_time_ms"]
+    print(f"closed loop: {traj.steps} steps ({traj.t[-1]:g} s), solve time mean {ms['mean']:.2f} ms, "
+          f"median {ms['median']:.2f} ms, p95 {ms['p95']:.2f} ms, max {ms['max']:.2f} ms, "
+          f"success {100 * stats['success_rate']:.0f} %")
+    print(f"final state [{', '.join(f'{v:.4g}' for v in traj.x[-1])}], "
+          f"error |x_K - x_ref| = {stats['final_error']:.3g}")
+    if traj.stopped:
+        print(f"closed loop stopped early: {traj.stopped}", file=sys.stderr)
+
+    summary = {
+        "generator": GENERATOR, "command": "mpc", "version": shooting.__version__,
+        "model": {"name": model.name, "spec": args.model, "nx": model.nx, "nu": model.nu},
+        "controller": kind, "scenario": scenario.to_dict(), "noise_std": args.noise, "seed": args.seed,
+        "first_solve": {"status": first.status, "success": first.success, "cost": first.cost,
+                        "iterations": first.iterations, "solve_time": first.solve_time},
+        "stats": stats, "files": list(MPC_FILES),
+    }
+
+    def write(tmp: Path) -> None:
+        traj.save_json(tmp / "trajectory.json")
+        traj.save_csv(tmp / "trajectory.csv")
+        traj.plot(tmp)
+        (tmp / "summary.json").write_text(_json_text(json.loads(json.dumps(summary, default=_json_default))))
+
+    _install_mpc(out, write)
+    progress(f"wrote {', '.join(MPC_FILES)} to {out}")
+    print(f"{out}/trajectory.json, trajectory.csv, summary.json, states.png, inputs.png, solve_time.png")
+    return 0
+
+
+def _json_default(obj: object) -> object:
+    import numpy as np
+
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
+
+
 def _report_dict(report) -> dict:
     return {"target": report.target, "real": report.real, "vectors": report.vectors,
             "worst_relative_error": {k: float(v) for k, v in report.worst.items()},
@@ -247,6 +454,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_tableau(args)
         if args.command == "integrator":
             return cmd_integrator(args)
+        if args.command == "mpc":
+            return cmd_mpc(args)
         raise UsageError(f"unknown command {args.command!r}")
     except UsageError as err:
         print(f"shooting-codegen: error: {err}", file=sys.stderr)

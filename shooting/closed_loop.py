@@ -165,6 +165,18 @@ def _rows(a: np.ndarray) -> list[list]:
     return [_finite_or_none(row) for row in np.asarray(a, dtype=float)]
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _json_text(data: dict[str, Any]) -> str:
+    """JSON with one top-level key per line and each value compact (rows stay on one line)."""
+    items = [f" {json.dumps(key)}: {json.dumps(value, allow_nan=False)}" for key, value in data.items()]
+    return "{\n" + ",\n".join(items) + "\n}\n"
+
+
 def _write_atomic(path: Path, data: bytes) -> Path:
     """Write `data` to a temporary file beside `path`, then rename it into place."""
     path = Path(path)
@@ -173,6 +185,7 @@ def _write_atomic(path: Path, data: bytes) -> Path:
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 would make the result private
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -249,7 +262,8 @@ class Trajectory:
         self.solve_time = np.asarray(self.solve_time, dtype=float).reshape(K)
         self.success = np.asarray(self.success, dtype=bool).reshape(K)
         self.iterations = np.asarray(self.iterations, dtype=int).reshape(K)
-        assert self.x.shape[1] == len(self.state_names), "state names do not match the states"
+        if self.x.shape[1] != len(self.state_names):
+            raise ValueError(f"x has {self.x.shape[1]} columns but state_names has {len(self.state_names)} entries")
 
     @property
     def steps(self) -> int:
@@ -349,7 +363,7 @@ class Trajectory:
         -------
         Path
         """
-        return _write_atomic(Path(path), (json.dumps(self.to_dict(), indent=1) + "\n").encode())
+        return _write_atomic(Path(path), _json_text(self.to_dict()).encode())
 
     def save_csv(self, path: str | os.PathLike[str]) -> Path:
         """Write one row per sampling instant: ``t, <states>, <inputs>, solve_time``.
@@ -428,7 +442,9 @@ class Trajectory:
         for ax in axes[nx:]:
             ax.set_visible(False)
         for c in range(ncol):
-            axes[min(nx, (c + 1) * nrow) - 1].set_xlabel("t [s]")
+            last = axes[min(nx, (c + 1) * nrow) - 1]
+            last.set_xlabel("t [s]")
+            last.tick_params(labelbottom=True)
         fig.suptitle(f"{self.model_name}: closed-loop states")
         paths = [save(fig, "states.png")]
 
@@ -550,7 +566,8 @@ def simulate_closed_loop(
     controller : MultipleShootingOCP or controller
         An OCP (wrapped in `MPCController`, with parameters `p`) or any object
         with ``step(x, t) -> ControlStep`` and attributes ``dt`` and ``model``
-        (`MPCController`, `RTIController`).
+        (`MPCController`, `RTIController`). Its ``reset()``, if any, is called
+        first, so every run starts cold.
     x0 : array_like, shape (nx,)
         Initial plant state.
     steps : int
@@ -623,6 +640,8 @@ def simulate_closed_loop(
     if progress not in (True, False, "always"):
         raise ValueError(f"progress must be True, False or 'always', got {progress!r}")
     rng = np.random.default_rng(seed)
+    if callable(getattr(controller, "reset", None)):
+        controller.reset()  # a fresh run starts cold, not from the last run's solution
     F = build_integrator(plant, plant_method, plant_steps, "none", name=f"{plant.name}_plant")
 
     K = int(steps)
@@ -663,7 +682,7 @@ def simulate_closed_loop(
     u_ref = _constant(_lookup(controller, "u_ref"), model.nu)
     Q, R = _lookup(controller, "Q"), _lookup(controller, "R")
     return Trajectory(
-        t=np.arange(n + 1) * dt,
+        t=np.round(np.arange(n + 1) * dt, 12),
         x=np.array(xs).reshape(n + 1, plant.nx),
         u=np.array(us).reshape(n, plant.nu),
         solve_time=np.array(times),

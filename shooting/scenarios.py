@@ -94,6 +94,8 @@ class Scenario:
         Integrator of the simulated plant.
     plant_steps : int, default 20
         Its substeps per sampling interval.
+    hessian : {"exact", "gauss-newton"}, default "exact"
+        Hessian of the OCP's Lagrangian (see `MultipleShootingOCP`).
 
     Raises
     ------
@@ -121,6 +123,7 @@ class Scenario:
     u_max: np.ndarray | None = None
     plant_method: str = "dopri5"
     plant_steps: int = 20
+    hessian: str = "exact"
 
     def __post_init__(self) -> None:
         def put(name: str, value: object) -> None:
@@ -136,6 +139,8 @@ class Scenario:
                 or not np.isfinite(self.dt) or self.dt <= 0:
             raise ValueError(f"Scenario.dt must be a positive number of seconds, got {self.dt!r}")
         put("dt", float(self.dt))
+        if self.hessian not in ("exact", "gauss-newton"):
+            raise ValueError(f"Scenario.hessian must be 'exact' or 'gauss-newton', got {self.hessian!r}")
         if not isinstance(self.method, (str, ButcherTableau)):
             raise ValueError(f"Scenario.method must be a tableau name or a ButcherTableau, got {self.method!r}")
         put("x0", _vec(self.x0, None, "x0"))
@@ -174,7 +179,7 @@ class Scenario:
 
         fields = ("model", "horizon", "dt", "method", "steps", "Q", "R", "Q_terminal", "x0", "x_ref",
                   "u_ref", "sim_steps", "description", "x_min", "x_max", "u_min", "u_max",
-                  "plant_method", "plant_steps")
+                  "plant_method", "plant_steps", "hessian")
         return {name: plain(getattr(self, name)) for name in fields}
 
 
@@ -183,7 +188,7 @@ def _cartpole(model: Model) -> Scenario:
     # W = 2 diag(1e3, 1e3, 1e-2, 1e-2, 1e-2) under acados' factor 1/2, i.e.
     # these exact weights in our cost without 1/2.
     return Scenario(
-        model=model.name, horizon=20, dt=0.05, method="rk4", steps=2,
+        model=model.name, horizon=20, dt=0.05, method="rk4", steps=1,
         Q=[1e3, 1e3, 1e-2, 1e-2], R=[1e-2], Q_terminal=[1e3, 1e3, 1e-2, 1e-2],
         x0=model.x0, x_ref=np.zeros(4), u_ref=[0.0], sim_steps=100,
         description="swing-up from hanging (theta = pi) to upright at the origin, |F| <= 80 N",
@@ -216,8 +221,8 @@ def _quadrotor(model: Model) -> Scenario:
 def _vanderpol(model: Model) -> Scenario:
     return Scenario(
         model=model.name, horizon=20, dt=model.dt or 0.1, method="rk4", steps=1,
-        Q=[1.0, 1.0], R=[0.1], Q_terminal=[1.0, 1.0],
-        x0=model.x0, x_ref=np.zeros(2), u_ref=[0.0], sim_steps=50,
+        Q=[1.0, 1.0], R=[0.1], Q_terminal=[10.0, 10.0],
+        x0=model.x0, x_ref=np.zeros(2), u_ref=[0.0], sim_steps=80,
         description="regulation to the origin (unstable for u = 0), |u| <= 1",
     )
 
@@ -232,6 +237,10 @@ def _two_link_arm(model: Model) -> Scenario:
 
 
 def _stiff_chain(model: Model) -> Scenario:
+    # rk4 diverges at dt = 0.05 (h lambda = -50); the L-stable radau2 takes one
+    # step. Gauss-Newton: the dynamics are linear but for the wall spring's
+    # cubic term, and the exact Hessian of the implicit step is costly to build.
+    # The plant uses radau3 (dopri5's 20 substeps would sit near its stability limit).
     n = model.nx // 2
     return Scenario(
         model=model.name, horizon=20, dt=0.05, method="radau2", steps=1,
@@ -239,7 +248,7 @@ def _stiff_chain(model: Model) -> Scenario:
         x0=model.x0, x_ref=np.zeros(2 * n), u_ref=[0.0], sim_steps=60,
         description="regulation to rest from every mass displaced by 0.5 m, |F| <= 10 N "
                     "(implicit radau2: rk4 is unstable at dt = 0.05)",
-        plant_method="radau3", plant_steps=10,
+        plant_method="radau3", plant_steps=10, hessian="gauss-newton",
     )
 
 
@@ -251,11 +260,6 @@ _BUILTIN = {
     "two_link_arm": _two_link_arm,
     "stiff_chain": _stiff_chain,
 }
-
-#: State dimension of each built-in's default parameters: a user model that
-#: merely shares a built-in's name gets the generic scenario.
-_BUILTIN_NX = {"cartpole": 4, "pendulum": 2, "quadrotor": 13, "vanderpol": 2, "two_link_arm": 4}
-
 
 def default_scenario(model: Model | str) -> Scenario:
     """The default closed-loop scenario of a model.
@@ -283,12 +287,13 @@ def default_scenario(model: Model | str) -> Scenario:
     if not isinstance(model, Model):
         raise ValueError(f"model must be a shooting.Model or a model spec, got {type(model).__name__}")
     maker = _BUILTIN.get(model.name)
-    expected = _BUILTIN_NX.get(model.name)
-    if maker is not None and (expected is None or expected == model.nx) and model.nu >= 1:
+    if maker is not None:
         try:
-            return maker(model)
-        except ValueError:  # a same-named user model of other dimensions: fall through
-            pass
+            scenario = maker(model)
+        except ValueError:  # a user model that only shares a built-in's name
+            scenario = None
+        if scenario is not None and (scenario.nx, scenario.nu) == (model.nx, model.nu):
+            return scenario
     return Scenario(
         model=model.name, horizon=20, dt=model.dt or 0.1, method="rk4", steps=1,
         Q=np.ones(model.nx), R=np.full(model.nu, 0.01), Q_terminal=np.ones(model.nx),
@@ -301,7 +306,7 @@ def build_ocp(
     scenario: Scenario,
     model: Model | None = None,
     *,
-    hessian: str = "exact",
+    hessian: str | None = None,
     solver_options: dict[str, object] | None = None,
 ) -> Any:
     """The `MultipleShootingOCP` of a scenario.
@@ -315,8 +320,8 @@ def build_ocp(
     model : Model, optional
         The model to control (default ``load_model(scenario.model)``); it must
         have the scenario's nx and nu.
-    hessian : {"exact", "gauss-newton"}, default "exact"
-        Passed to `MultipleShootingOCP`.
+    hessian : {"exact", "gauss-newton"}, optional
+        Passed to `MultipleShootingOCP` (default: the scenario's).
     solver_options : dict, optional
         IPOPT options passed to `MultipleShootingOCP`.
 
@@ -348,5 +353,5 @@ def build_ocp(
         model, horizon=scenario.horizon, dt=scenario.dt, method=scenario.method, steps=scenario.steps,
         Q=scenario.Q, R=scenario.R, Q_terminal=scenario.Q_terminal, x_ref=scenario.x_ref, u_ref=scenario.u_ref,
         x_min=scenario.x_min, x_max=scenario.x_max, u_min=scenario.u_min, u_max=scenario.u_max,
-        hessian=hessian, solver_options=solver_options,
+        hessian=scenario.hessian if hessian is None else hessian, solver_options=solver_options,
     )

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
-QUICK_ARGS = {"bench_integrators.py": ["--quick"], "bench_codegen.py": ["--quick"]}
+QUICK_ARGS = {"bench_integrators.py": ["--quick"], "bench_codegen.py": ["--quick"], "bench_mpc.py": ["--quick"],
+              "bench_mpc_peers.py": ["--quick"]}
 
 
 def test_every_benchmark_has_a_quick_mode():
