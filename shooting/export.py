@@ -397,6 +397,9 @@ def install(files: Mapping[str, str], out_dir: str | os.PathLike[str], *, force:
     parent = out.parent if out.parent != Path("") else Path(".")
     parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes it private (0700); a normal directory is wanted
     try:
         for fname, text in files.items():
             (tmp / fname).write_text(text)

@@ -72,9 +72,9 @@ TerminalCost = Callable[[ca.SX, ca.SX], ca.SX]
 
 @dataclass(frozen=True)
 class OCPSolution:
-    """The result of `MultipleShootingOCP.solve`.
+    """The result of `MultipleShootingOCP.solve` (fields are also the constructor's).
 
-    Attributes
+    Parameters
     ----------
     x : ndarray, shape (N+1, nx)
     u : ndarray, shape (N, nu)
@@ -306,8 +306,15 @@ class MultipleShootingOCP:
         if jit:
             extra.update({"jit": True, "compiler": "shell", "jit_options": {"flags": ["-O1"], "verbose": False}})
         self._solver = ca.nlpsol("ocp", solver, self._nlp, {**opts, **extra})
-        self._warm_solver = ca.nlpsol("ocp_warm", solver, self._nlp, {**warm, **extra}) if warm is not opts \
-            else self._solver
+        if warm is opts:
+            self._warm_solver = self._solver
+        else:
+            # The warm-start solver differs only in options: reuse the first
+            # solver's derivative Functions instead of generating them again.
+            shared = {"grad_f": self._solver.get_function("nlp_grad_f"),
+                      "jac_g": self._solver.get_function("nlp_jac_g"),
+                      "hess_lag": self._solver.get_function("nlp_hess_l")}
+            self._warm_solver = ca.nlpsol("ocp_warm", solver, self._nlp, {**warm, **extra, **shared})
         self.build_time = time.perf_counter() - t
 
     # ----------------------------------------------------------------- build
@@ -424,8 +431,8 @@ class MultipleShootingOCP:
         xr = self.x_ref if x_ref is None else _reference(x_ref, N + 1, self.nx, "x_ref")
         ur = self.u_ref if u_ref is None else _reference(u_ref, N, self.nu, "u_ref")
         pv = self.model.p0 if p is None else np.asarray(p, dtype=float).reshape(-1)
-        if pv.size != self.np:
-            raise ValueError(f"p must have {self.np} entries, got {pv.size}")
+        if pv.size != self.np or not np.all(np.isfinite(pv)):
+            raise ValueError(f"p must be {self.np} finite numbers, got {pv.tolist()}")
         return np.concatenate([x0, xr.ravel(), ur.ravel(), pv, [float(t0)]])
 
     def initial_guess(self, x0: np.ndarray, u_ref: np.ndarray | None = None) -> np.ndarray:
