@@ -169,7 +169,7 @@ def make_model(**params: object) -> Model:
 
     x = ca.SX.sym("x", 13)
     u = ca.SX.sym("u", 4)
-    p, q, v, w = x[0:3], x[3:7], x[7:10], x[10:13]
+    q, v, w = x[3:7], x[7:10], x[10:13]  # x[0:3] is the position, which no derivative depends on
     T1, T2, T3, T4 = u[0], u[1], u[2], u[3]
 
     thrust = T1 + T2 + T3 + T4

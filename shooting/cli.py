@@ -346,7 +346,8 @@ def cmd_mpc(args: argparse.Namespace) -> int:
     import json
 
     import shooting
-    from shooting.closed_loop import MPCController, _json_text, simulate_closed_loop
+    from shooting.closed_loop import MPCController, simulate_closed_loop
+    from shooting.trajectory import _json_text
     from shooting.export import GENERATOR
     from shooting.scenarios import build_ocp, default_scenario
 

@@ -159,7 +159,7 @@ def _symbols(builder: SubstepBuilder, kind=ca.SX):
     return (
         kind.sym("x", builder.nx),
         kind.sym("u", builder.nu),
-        kind.sym("p", builder.np),
+        kind.sym("p", builder.npar),
         kind.sym("t0"),
         kind.sym("dt"),
     )
@@ -207,7 +207,7 @@ def _doubled(builder: SubstepBuilder, steps: int, name: str) -> ca.Function:
     emb = builder.b_hat is not None
 
     # G_0: one substep with symbolic seed, as flat SX.
-    xs, us, ps, ts, hs = ca.SX.sym("x", nx), ca.SX.sym("u", builder.nu), ca.SX.sym("p", builder.np), \
+    xs, us, ps, ts, hs = ca.SX.sym("x", nx), ca.SX.sym("u", builder.nu), ca.SX.sym("p", builder.npar), \
         ca.SX.sym("t"), ca.SX.sym("h")
     Ss = ca.SX.sym("S", nx, m) if sens else None
     x1, S1, e1 = builder.step(xs, Ss, us, ps, ts, hs)

@@ -84,7 +84,7 @@ class SubstepBuilder:
         return int(self.f.size1_in(1))
 
     @property
-    def np(self) -> int:
+    def npar(self) -> int:
         return int(self.f.size1_in(2))
 
     def _fjac(self) -> ca.Function:

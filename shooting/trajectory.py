@@ -1,0 +1,363 @@
+"""A closed-loop run: times, states, inputs, solve statistics; JSON, CSV and PNG.
+
+`simulate_closed_loop` (in `shooting.closed_loop`) produces a `Trajectory`;
+this module only records, summarises, saves and plots it.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Trajectory"]
+
+
+def _vector(value: object, n: int, what: str) -> np.ndarray:
+    """`value` as a finite float vector of length `n`, or ValueError naming `what`."""
+    try:
+        arr = np.asarray(value, dtype=float).reshape(-1)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} must be {n} numbers, got {value!r}") from None
+    if arr.size != n:
+        raise ValueError(f"{what} has {arr.size} entries but needs {n}")
+    if not np.isfinite(arr).all():
+        raise ValueError(f"{what} contains NaN or inf: {arr}")
+    return arr
+
+
+def _finite_or_none(values: np.ndarray) -> list:
+    """A list for JSON: non-finite numbers (unbounded limits, NaN) become null."""
+    return [float(v) if np.isfinite(v) else None for v in np.asarray(values, dtype=float).reshape(-1)]
+
+
+def _rows(a: np.ndarray) -> list[list]:
+    return [_finite_or_none(row) for row in np.asarray(a, dtype=float)]
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _json_text(data: dict[str, Any]) -> str:
+    """JSON with one top-level key per line and each value compact (rows stay on one line)."""
+    items = [f" {json.dumps(key)}: {json.dumps(value, allow_nan=False)}" for key, value in data.items()]
+    return "{\n" + ",\n".join(items) + "\n}\n"
+
+
+def _write_atomic(path: Path, data: bytes) -> Path:
+    """Write `data` to a temporary file beside `path`, then rename it into place."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 would make the result private
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+@dataclass(eq=False)
+class Trajectory:
+    """A closed-loop run: K control steps, K+1 states.
+
+    Parameters
+    ----------
+    t : ndarray, shape (K+1,)
+        Sampling instants [s].
+    x : ndarray, shape (K+1, nx)
+        Plant states at those instants (``x[0]`` the initial state).
+    u : ndarray, shape (K, nu)
+        Inputs applied over ``[t[k], t[k+1]]`` (after clipping to the bounds).
+    solve_time : ndarray, shape (K,)
+        Controller solve time per step [s].
+    success : ndarray of bool, shape (K,)
+        Whether each solve succeeded.
+    iterations : ndarray of int, shape (K,)
+        Solver iterations per step.
+    state_names, input_names : tuple of str
+        Labels (length nx and nu).
+    model_name : str
+        Name of the controller's model.
+    x_min, x_max : ndarray, shape (nx,)
+        State bounds of the controller's model (+-inf: none).
+    u_min, u_max : ndarray, shape (nu,)
+        Input bounds applied to the plant.
+    x_ref : ndarray, shape (nx,), optional
+        Constant state reference, for plots and the final error.
+    u_ref : ndarray, shape (nu,), optional
+        Constant input reference, for the closed-loop cost.
+    Q : ndarray, shape (nx, nx), optional
+        State weight for `stats`' closed-loop cost.
+    R : ndarray, shape (nu, nu), optional
+        Input weight for `stats`' closed-loop cost.
+    status : tuple of str, length K
+        Solver status per step.
+    stopped : str
+        Why the run ended before its K steps ("" when it completed).
+    """
+
+    t: np.ndarray
+    x: np.ndarray
+    u: np.ndarray
+    solve_time: np.ndarray
+    success: np.ndarray
+    iterations: np.ndarray
+    state_names: tuple[str, ...]
+    input_names: tuple[str, ...]
+    model_name: str
+    x_min: np.ndarray
+    x_max: np.ndarray
+    u_min: np.ndarray
+    u_max: np.ndarray
+    x_ref: np.ndarray | None = None
+    u_ref: np.ndarray | None = None
+    Q: np.ndarray | None = None
+    R: np.ndarray | None = None
+    status: tuple[str, ...] = ()
+    stopped: str = ""
+
+    def __post_init__(self) -> None:
+        self.t = np.asarray(self.t, dtype=float).reshape(-1)
+        K = self.t.size - 1
+        self.x = np.asarray(self.x, dtype=float).reshape(K + 1, -1)
+        self.u = np.asarray(self.u, dtype=float).reshape(K, len(self.input_names))
+        self.solve_time = np.asarray(self.solve_time, dtype=float).reshape(K)
+        self.success = np.asarray(self.success, dtype=bool).reshape(K)
+        self.iterations = np.asarray(self.iterations, dtype=int).reshape(K)
+        if self.x.shape[1] != len(self.state_names):
+            raise ValueError(f"x has {self.x.shape[1]} columns but state_names has {len(self.state_names)} entries")
+
+    @property
+    def steps(self) -> int:
+        """Number of control steps K."""
+        return int(self.u.shape[0])
+
+    def final_error(self) -> float:
+        """Euclidean distance of the final state from the reference (from 0 without one)."""
+        ref = np.zeros(self.x.shape[1]) if self.x_ref is None else self.x_ref
+        return float(np.linalg.norm(self.x[-1] - ref))
+
+    def stats(self, Q: np.ndarray | None = None, R: np.ndarray | None = None) -> dict[str, Any]:
+        """Solve-time statistics, success rate, final error and closed-loop cost.
+
+        Parameters
+        ----------
+        Q : array_like, shape (nx, nx) or (nx,), optional
+            State weight (a vector is a diagonal); default the stored `Q`.
+        R : array_like, shape (nu, nu) or (nu,), optional
+            Input weight; default the stored `R`.
+
+        Returns
+        -------
+        dict
+            ``steps, solve_time_ms: {mean, median, max, p95, min}, success_rate,
+            iterations: {mean, max}, final_state, final_error, max_state_violation,
+            max_input_violation, stopped`` and, when both weights are known,
+            ``closed_loop_cost`` = sum over k < K of (x_k - x_ref)' Q (x_k - x_ref)
+            + (u_k - u_ref)' R (u_k - u_ref) (no 1/2, no dt, as the OCP cost).
+        """
+        ms = self.solve_time * 1e3
+        K = self.steps
+        timing = ({"mean": float(ms.mean()), "median": float(np.median(ms)), "max": float(ms.max()),
+                   "p95": float(np.percentile(ms, 95)), "min": float(ms.min())} if K else
+                  {"mean": None, "median": None, "max": None, "p95": None, "min": None})
+        viol_x = np.maximum(np.maximum(self.x_min - self.x, self.x - self.x_max), 0.0)
+        viol_u = np.maximum(np.maximum(self.u_min - self.u, self.u - self.u_max), 0.0)
+        out: dict[str, Any] = {
+            "steps": K,
+            "solve_time_ms": timing,
+            "success_rate": float(self.success.mean()) if K else None,
+            "iterations": {"mean": float(self.iterations.mean()) if K else None,
+                           "max": int(self.iterations.max()) if K else None},
+            "final_state": _finite_or_none(self.x[-1]),
+            "final_error": self.final_error(),
+            "max_state_violation": float(viol_x.max()) if viol_x.size else 0.0,
+            "max_input_violation": float(viol_u.max()) if viol_u.size else 0.0,
+            "stopped": self.stopped,
+        }
+        Q = self.Q if Q is None else Q
+        R = self.R if R is None else R
+        if Q is not None and R is not None:
+            nx, nu = self.x.shape[1], self.u.shape[1]
+            Qm = np.diag(_vector(Q, nx, "Q")) if np.ndim(Q) == 1 else np.asarray(Q, dtype=float).reshape(nx, nx)
+            Rm = np.diag(_vector(R, nu, "R")) if np.ndim(R) == 1 else np.asarray(R, dtype=float).reshape(nu, nu)
+            dx = self.x[:-1] - (0.0 if self.x_ref is None else self.x_ref)
+            du = self.u - (0.0 if self.u_ref is None else self.u_ref)
+            out["closed_loop_cost"] = float(np.einsum("ki,ij,kj->", dx, Qm, dx) + np.einsum("ki,ij,kj->", du, Rm, du))
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict: ``t`` (K+1), ``x`` (K+1 rows of nx), ``u`` (K rows of nu),
+        ``solve_time`` (K, seconds), plus ``model, state_names, input_names,
+        success, iterations, status, bounds, x_ref, u_ref, stats``.
+
+        Returns
+        -------
+        dict
+            Non-finite numbers (unbounded limits, a diverged state) are None.
+        """
+        return {
+            "t": _finite_or_none(self.t),
+            "x": _rows(self.x),
+            "u": _rows(self.u),
+            "solve_time": _finite_or_none(self.solve_time),
+            "model": self.model_name,
+            "state_names": list(self.state_names),
+            "input_names": list(self.input_names),
+            "success": [bool(s) for s in self.success],
+            "iterations": [int(i) for i in self.iterations],
+            "status": list(self.status),
+            "bounds": {"x_min": _finite_or_none(self.x_min), "x_max": _finite_or_none(self.x_max),
+                       "u_min": _finite_or_none(self.u_min), "u_max": _finite_or_none(self.u_max)},
+            "x_ref": None if self.x_ref is None else _finite_or_none(self.x_ref),
+            "u_ref": None if self.u_ref is None else _finite_or_none(self.u_ref),
+            "stats": self.stats(),
+        }
+
+    def save_json(self, path: str | os.PathLike[str]) -> Path:
+        """Write `to_dict` as JSON (through a temporary file).
+
+        Parameters
+        ----------
+        path : str or path-like
+
+        Returns
+        -------
+        Path
+        """
+        return _write_atomic(Path(path), _json_text(self.to_dict()).encode())
+
+    def save_csv(self, path: str | os.PathLike[str]) -> Path:
+        """Write one row per sampling instant: ``t, <states>, <inputs>, solve_time``.
+
+        The last row (time K) has no input and no solve time: those cells are empty.
+
+        Parameters
+        ----------
+        path : str or path-like
+
+        Returns
+        -------
+        Path
+        """
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(["t", *self.state_names, *self.input_names, "solve_time"])
+        for k in range(self.steps + 1):
+            row = [repr(float(self.t[k]))] + [repr(float(v)) for v in self.x[k]]
+            if k < self.steps:
+                row += [repr(float(v)) for v in self.u[k]] + [repr(float(self.solve_time[k]))]
+            else:
+                row += [""] * (len(self.input_names) + 1)
+            writer.writerow(row)
+        return _write_atomic(Path(path), buf.getvalue().encode())
+
+    def plot(self, directory: str | os.PathLike[str], *, log_time: bool | None = None) -> list[Path]:
+        """Write ``states.png``, ``inputs.png`` and ``solve_time.png`` into `directory`.
+
+        States get one subplot each, with finite bounds dashed and the
+        reference dotted; inputs are drawn as stairs with their bounds; solve
+        times in ms per step, failed solves marked in red.
+
+        Parameters
+        ----------
+        directory : str or path-like
+            Created if missing.
+        log_time : bool, optional
+            Logarithmic solve-time axis (default: when max/min exceeds 20).
+
+        Returns
+        -------
+        list of Path
+            The three PNG files.
+        """
+        # Agg canvas directly: no pyplot, so a user's interactive backend is untouched.
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+
+        directory = Path(directory)
+        nx, nu = self.x.shape[1], self.u.shape[1]
+        ncol = 2 if nx > 4 else 1
+        nrow = -(-nx // ncol)
+
+        def save(fig: Figure, name: str) -> Path:
+            FigureCanvasAgg(fig)
+            buf = io.BytesIO()
+            fig.savefig(buf, format="png", dpi=110)
+            return _write_atomic(directory / name, buf.getvalue())
+
+        def bounds(ax, lo: float, hi: float) -> None:
+            for b in (lo, hi):
+                if np.isfinite(b):
+                    ax.axhline(b, color="tab:red", ls="--", lw=0.9)
+
+        fig = Figure(figsize=(6.4 * ncol, 1.7 * nrow + 0.8), layout="constrained")
+        axes = fig.subplots(nrow, ncol, sharex=True, squeeze=False).ravel(order="F")
+        for i in range(nx):
+            ax = axes[i]
+            ax.plot(self.t, self.x[:, i], color="tab:blue", lw=1.4)
+            bounds(ax, self.x_min[i], self.x_max[i])
+            if self.x_ref is not None:
+                ax.axhline(self.x_ref[i], color="k", ls=":", lw=1.0)
+            ax.set_ylabel(self.state_names[i])
+            ax.grid(alpha=0.3)
+        for ax in axes[nx:]:
+            ax.set_visible(False)
+        for c in range(ncol):
+            last = axes[min(nx, (c + 1) * nrow) - 1]
+            last.set_xlabel("t [s]")
+            last.tick_params(labelbottom=True)
+        fig.suptitle(f"{self.model_name}: closed-loop states")
+        paths = [save(fig, "states.png")]
+
+        fig = Figure(figsize=(6.4, 1.7 * nu + 0.8), layout="constrained")
+        axes = fig.subplots(nu, 1, sharex=True, squeeze=False).ravel()
+        for j in range(nu):
+            ax = axes[j]
+            if self.steps:
+                ax.stairs(self.u[:, j], self.t, color="tab:green", lw=1.4, baseline=None)
+            bounds(ax, self.u_min[j], self.u_max[j])
+            if self.u_ref is not None:
+                ax.axhline(self.u_ref[j], color="k", ls=":", lw=1.0)
+            ax.set_ylabel(self.input_names[j])
+            ax.grid(alpha=0.3)
+        axes[-1].set_xlabel("t [s]")
+        fig.suptitle(f"{self.model_name}: applied inputs")
+        paths.append(save(fig, "inputs.png"))
+
+        fig = Figure(figsize=(6.4, 3.0), layout="constrained")
+        ax = fig.subplots()
+        ms = self.solve_time * 1e3
+        k = np.arange(self.steps)
+        ax.plot(k, ms, ".-", color="tab:blue", lw=0.8, ms=3, label="solve time")
+        if (~self.success).any():
+            ax.plot(k[~self.success], ms[~self.success], "x", color="tab:red", label="failed")
+        if self.steps:
+            ax.axhline(float(ms.mean()), color="k", ls=":", lw=1.0, label=f"mean {ms.mean():.2f} ms")
+            positive = ms[ms > 0]
+            if log_time is None:
+                log_time = positive.size > 0 and positive.max() > 20 * positive.min()
+            if log_time and positive.size:
+                ax.set_yscale("log")
+            ax.legend(loc="upper right", fontsize="small")
+        ax.set_xlabel("step")
+        ax.set_ylabel("solve time [ms]")
+        ax.grid(alpha=0.3, which="both")
+        fig.suptitle(f"{self.model_name}: controller solve time per step")
+        paths.append(save(fig, "solve_time.png"))
+        return paths
