@@ -45,12 +45,14 @@ from __future__ import annotations
 
 import math
 import os
-import secrets
+import io
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
+
+from shooting.files import write_atomic
 
 if TYPE_CHECKING:
     from shooting.tableau import ButcherTableau
@@ -522,18 +524,7 @@ def plot_stability_region(
     ax.set_title(f"{title}\nshaded: |R(z)| <= 1")
     ax.grid(True, linewidth=0.3)
 
-    # Temporary file next to the target (same file system), created with the
-    # usual permissions (0o666 minus umask), then atomically moved into place.
-    tmp = os.path.join(
-        directory, f".{os.path.basename(path)}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
-    )
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            fig.savefig(handle, format="png", dpi=dpi)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi)
+    write_atomic(path, buffer.getvalue())
     return path

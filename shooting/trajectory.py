@@ -10,12 +10,13 @@ import csv
 import io
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from shooting.files import write_atomic
 
 __all__ = ["Trajectory"]
 
@@ -42,33 +43,10 @@ def _rows(a: np.ndarray) -> list[list]:
     return [_finite_or_none(row) for row in np.asarray(a, dtype=float)]
 
 
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def _json_text(data: dict[str, Any]) -> str:
     """JSON with one top-level key per line and each value compact (rows stay on one line)."""
     items = [f" {json.dumps(key)}: {json.dumps(value, allow_nan=False)}" for key, value in data.items()]
     return "{\n" + ",\n".join(items) + "\n}\n"
-
-
-def _write_atomic(path: Path, data: bytes) -> Path:
-    """Write `data` to a temporary file beside `path`, then rename it into place."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 would make the result private
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
 
 
 @dataclass(eq=False)
@@ -240,7 +218,7 @@ class Trajectory:
         -------
         Path
         """
-        return _write_atomic(Path(path), _json_text(self.to_dict()).encode())
+        return write_atomic(Path(path), _json_text(self.to_dict()).encode())
 
     def save_csv(self, path: str | os.PathLike[str]) -> Path:
         """Write one row per sampling instant: ``t, <states>, <inputs>, solve_time``.
@@ -265,7 +243,7 @@ class Trajectory:
             else:
                 row += [""] * (len(self.input_names) + 1)
             writer.writerow(row)
-        return _write_atomic(Path(path), buf.getvalue().encode())
+        return write_atomic(Path(path), buf.getvalue().encode())
 
     def plot(self, directory: str | os.PathLike[str], *, log_time: bool | None = None) -> list[Path]:
         """Write ``states.png``, ``inputs.png`` and ``solve_time.png`` into `directory`.
@@ -299,7 +277,7 @@ class Trajectory:
             FigureCanvasAgg(fig)
             buf = io.BytesIO()
             fig.savefig(buf, format="png", dpi=110)
-            return _write_atomic(directory / name, buf.getvalue())
+            return write_atomic(directory / name, buf.getvalue())
 
         def bounds(ax, lo: float, hi: float) -> None:
             for b in (lo, hi):
