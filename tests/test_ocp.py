@@ -187,3 +187,15 @@ def test_bad_solve_input(ocp):
         ocp.solve([1.0, 2.0])
     with pytest.raises(ValueError, match="warm_start"):
         ocp.solve(np.zeros(4), warm_start="previous")
+
+
+def test_fatrop_reaches_the_same_optimum(cartpole, solution):
+    """CasADi's structure-exploiting fatrop on the same NLP (interleaved stages)."""
+    ocp = shooting.MultipleShootingOCP(cartpole, horizon=N, dt=DT, Q=Q, R=R, solver="fatrop")
+    sol = ocp.solve(cartpole.x0)
+    assert sol.success, sol.status
+    assert sol.cost == pytest.approx(solution.cost, rel=1e-7)
+    warm = ocp.solve(cartpole.x0, warm_start=sol)
+    assert warm.success and warm.cost == pytest.approx(solution.cost, rel=1e-7)
+    with pytest.raises(ValueError, match="solver"):
+        shooting.MultipleShootingOCP(cartpole, horizon=N, dt=DT, solver="snopt")
