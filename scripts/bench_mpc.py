@@ -12,7 +12,7 @@ every u_k and |p| <= 2 on x_1..x_N. Every peer states exactly this NLP and
 gets shooting's IPOPT options, warm-start options included (do-mpc keeps its
 own single solver and unshifted warm start); see `bench_mpc_peers.py`.
 In full mode a last table times shooting variants (Gauss-Newton, jit, and
-fatrop on shooting's own NLP) as hints, not targets.
+solver='fatrop') as hints, not targets.
 
 Measured per peer, interleaved over repetitions (best-of and median):
   * build: constructing the solver (not timed into any solve);
@@ -54,7 +54,6 @@ import bench_mpc_peers as peers_mod  # noqa: E402 - needs the script folder on s
 from bench_mpc_peers import Problem, ShootingPeer  # noqa: E402
 
 import shooting  # noqa: E402
-from shooting.ocp import DEFAULT_IPOPT_OPTIONS, MultipleShootingOCP  # noqa: E402
 
 Q = np.diag([1e3, 1e3, 1e-2, 1e-2])
 R = np.diag([1e-2])
@@ -202,46 +201,6 @@ def print_tables(N: int, recs: dict[str, Record], log) -> None:
         "solution); max|du0| [N] and cost dev (relative): against shooting's solve at the same plant state")
 
 
-class FatropVariant:
-    """shooting's own NLP handed to fatrop (CasADi's built-in structure-exploiting interior point).
-
-    Information only: it reads `MultipleShootingOCP` internals (`_nlp`, `_layout`,
-    bounds), flips the sign of the dynamics rows to the x_{k+1} - F(x_k, u_k)
-    form that fatrop's structure detection expects, and solves cold.
-    """
-
-    def __init__(self, prob: Problem, jit: bool) -> None:
-        self.prob, self.jit = prob, jit
-
-    def build(self) -> None:
-        p = self.prob
-        ocp = MultipleShootingOCP(p.model, horizon=p.N, dt=p.dt, method="rk4", steps=1, Q=p.Q, R=p.R, Q_terminal=p.Qf)
-        g = ocp._nlp["g"]
-        sign = np.ones(g.numel())
-        sign[ocp._layout.dyn_idx.ravel()] = -1.0
-        nlp = {**ocp._nlp, "g": ca.diag(ca.DM(sign)) @ g}
-        opts = {"structure_detection": "auto", "equality": list(ocp._lbg == ocp._ubg), "print_time": False,
-                "record_time": True, "fatrop.print_level": 0,
-                "fatrop.tol": DEFAULT_IPOPT_OPTIONS["ipopt.tol"], "fatrop.max_iter": DEFAULT_IPOPT_OPTIONS["ipopt.max_iter"]}
-        if self.jit:
-            opts.update({"jit": True, "compiler": "shell", "jit_options": {"flags": ["-O1"], "verbose": False}})
-        self.ocp, self.S = ocp, ca.nlpsol("fatrop", "fatrop", nlp, opts)
-
-    def cold(self, x0):
-        o = self.ocp
-        args = dict(x0=o.initial_guess(np.asarray(x0, float)), p=o.parameters(x0), lbx=o._lbx, ubx=o._ubx,
-                    lbg=o._lbg, ubg=o._ubg)
-        t = time.perf_counter()
-        r = self.S(**args)
-        el = time.perf_counter() - t
-        st = self.S.stats()
-        w = np.array(r["x"]).ravel()
-        L = o._layout
-        return peers_mod.Result(w[L.u_idx][0], w[L.x_idx], w[L.u_idx], float(r["f"]), int(st.get("iter_count", -1)),
-                                bool(st.get("success", False)), str(st.get("return_status", "?")), el, el,
-                                float(st.get("t_wall_total", float("nan"))))
-
-
 def shooting_variants(N: int, reps: int, log) -> dict[str, tuple[float, float, bool]]:
     """Cold and warm times of shooting under options that could close the gap to acados (information only).
 
@@ -257,8 +216,8 @@ def shooting_variants(N: int, reps: int, log) -> dict[str, tuple[float, float, b
         "jit": ShootingPeer(prob, jit=True),
         "jit+gauss-newton": ShootingPeer(prob, jit=True, hessian="gauss-newton"),
         "mu adaptive": ShootingPeer(prob, solver_options={"ipopt.mu_strategy": "adaptive"}),
-        "fatrop*": FatropVariant(prob, jit=False),
-        "fatrop* jit": FatropVariant(prob, jit=True),
+        "fatrop": ShootingPeer(prob, solver="fatrop"),
+        "fatrop+jit": ShootingPeer(prob, solver="fatrop", jit=True),
     }
     log(f"\nshooting variants, N = {N} (ms, median of {reps}; information, not a target)")
     hdr = (f"  {'variant':<18}{'build':>10}{'cold':>9}{'best':>9}{'ipopt':>9}{'iters':>6}{'cost':>16}"
@@ -288,8 +247,8 @@ def shooting_variants(N: int, reps: int, log) -> dict[str, tuple[float, float, b
         out[name] = (med([c.solve for c in cold]), cold[0].cost, not other and cold[0].success)
         log(f"  {name:<18}{ms(build):>10}{ms(med([c.solve for c in cold])):>9}{ms(best([c.solve for c in cold])):>9}"
             f"{ms(med([c.ipopt for c in cold])):>9}{cold[0].iterations:>6}{cold[0].cost:>16.6f}{wt:>9}{wi:>6}{flag}")
-    log("  * fatrop: casadi's built-in structure-exploiting interior-point solver on shooting's own NLP "
-        "(dynamics rows written x_{k+1} - F); cold only")
+    log("  fatrop: MultipleShootingOCP(..., solver='fatrop'), CasADi's structure-exploiting interior point "
+        "on the same NLP")
     log("  jit: the NLP functions compiled with gcc -O1 at build (the build column is mostly the compiler)")
     return out
 
