@@ -24,7 +24,7 @@ from pathlib import Path
 import casadi as ca
 import numpy as np
 
-from shooting import targets
+from shooting import mps2_board, targets
 from shooting.export import CExport
 from shooting.model import Model
 
@@ -231,7 +231,7 @@ def check_cortex_m4(export: CExport, F: ca.Function, vectors: Sequence[Sequence[
     with tempfile.TemporaryDirectory(prefix="shooting_m4_") as tmp:
         d = Path(tmp)
         sources = _write_sources(export, d, harness_source(export, F, vectors))
-        result = targets.run_on_cortex_m4(sources, include_dirs=(d,), workdir=d)
+        result = mps2_board.run_on_cortex_m4(sources, include_dirs=(d,), workdir=d)
         if result.exit_code != 0:
             return CheckReport("cortex-m4", real, len(vectors), {}, tol, False,
                                f"harness exited with {result.exit_code}: {result.stdout[-500:]}")

@@ -16,14 +16,13 @@ from pathlib import Path
 import pytest
 
 from shooting import targets
+from shooting.mps2_board import FAULT_EXIT_CODE, run_on_cortex_m4
 from shooting.targets import (
-    FAULT_EXIT_CODE,
     ToolchainError,
     compile_cortex_m4,
     compile_host,
     double_precision_symbols,
     find_tool,
-    run_on_cortex_m4,
     undefined_symbols,
 )
 
