@@ -28,11 +28,12 @@ import time
 from pathlib import Path
 
 import casadi as ca
-import numpy as np
 
 import shooting
 from shooting import targets
 from shooting.export import generate_c
+
+from bench_integrators import python_call_us  # scripts/ is on sys.path when run as a script
 
 METHODS = ("euler", "rk4", "dopri5", "gauss2")
 
@@ -104,14 +105,8 @@ def time_casadi(F: ca.Function, model: shooting.Model, workdir: Path, reps: int)
 
 
 def python_us(F: ca.Function, model: shooting.Model, repeats: int) -> float:
-    args = [model.x0, model.u0, model.p0, 0.0, model.dt]
-    best = np.inf
-    for _ in range(3):
-        t = time.perf_counter()
-        for _ in range(repeats):
-            F(*args)
-        best = min(best, (time.perf_counter() - t) / repeats)
-    return best * 1e6
+    """Microseconds per positional call from Python at the model's nominal point."""
+    return python_call_us(F, [model.x0, model.u0, model.p0, 0.0, model.dt], repeats)
 
 
 def m4_size(source: Path, workdir: Path, call_graph=None) -> tuple[int, int] | None:
