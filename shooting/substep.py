@@ -35,6 +35,7 @@ discrete map; they agree to rounding):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import casadi as ca
 import numpy as np
@@ -87,7 +88,9 @@ class SubstepBuilder:
     def npar(self) -> int:
         return int(self.f.size1_in(2))
 
+    @cached_property
     def _fjac(self) -> ca.Function:
+        # Built once per builder (frozen dataclass: cached_property writes __dict__ directly).
         x, u, p, t = (ca.SX.sym(n, self.f.sparsity_in(i)) for i, n in enumerate(("x", "u", "p", "t")))
         xdot = self.f(x, u, p, t)
         return ca.Function(
@@ -100,7 +103,7 @@ class SubstepBuilder:
         """Stage slopes K_i of the plain state (Newton for implicit tableaus)."""
         if self.explicit:
             return explicit_stages(lambda X, tau: self.f(X, u, p, tau), self.A, self.c, x, t, h)
-        fjac = self._fjac()
+        fjac = self._fjac
         K, _ = implicit_stages(
             lambda X, tau: tuple(fjac(X, u, p, tau)[:2]), self.A, self.c, x, t, h, self.newton_iterations
         )
@@ -146,7 +149,7 @@ class SubstepBuilder:
         return self._step_implicit(x, S, u, p, t, h)
 
     def _step_forward_explicit(self, x, S, u, p, t, h):
-        fjac = self._fjac()
+        fjac = self._fjac
         nx = self.nx
         K: list[ca.SX] = []
         dK: list[ca.SX] = []
@@ -160,7 +163,7 @@ class SubstepBuilder:
 
     def _step_implicit(self, x, S, u, p, t, h):
         # Implicit-function theorem on the converged stages (module docstring).
-        fjac = self._fjac()
+        fjac = self._fjac
         nx, s = self.nx, len(self.c)
         K, X = implicit_stages(
             lambda Xs, tau: tuple(fjac(Xs, u, p, tau)[:2]), self.A, self.c, x, t, h, self.newton_iterations
@@ -177,7 +180,7 @@ class SubstepBuilder:
     def _step_variational(self, x, S, u, p, t, h):
         # The same explicit tableau applied to z = [x; vec(S)] (seed note 002).
         nx, m = self.nx, self.nx + self.nu
-        fjac = self._fjac()
+        fjac = self._fjac
 
         def g(z: ca.SX, tau: ca.SX) -> ca.SX:
             xz = z[:nx]
