@@ -98,6 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
     integ.add_argument("--real", choices=("double", "float"), default="double")
     integ.add_argument("--sensitivities", choices=("forward", "ad", "variational", "none"), default="forward")
     integ.add_argument("--newton-iterations", type=_positive_int, help="Newton steps for implicit tableaus")
+    integ.add_argument("--newton", choices=("full", "simplified"), default="full",
+                       help="implicit tableaus: full Newton (default) or one reused factorisation (smaller code)")
     integ.add_argument("--check", action="store_true",
                        help="compile, run on test vectors and compare with Python (exit 1 on mismatch)")
     integ.add_argument("--target", choices=("host", "cortex-m4"), default="host",
@@ -200,7 +202,7 @@ def cmd_integrator(args: argparse.Namespace) -> int:
 
     progress(f"building {tab.name} x {args.steps} step(s) of {model.name} ({args.sensitivities} sensitivities)")
     F = shooting.build_integrator(model, tab, args.steps, args.sensitivities,
-                                  newton_iterations=args.newton_iterations, name=name)
+                                  newton_iterations=args.newton_iterations, newton=args.newton, name=name)
     metadata = {
         "model": {"name": model.name, "spec": args.model, "nx": model.nx, "nu": model.nu, "np": model.np,
                   "state_names": list(model.state_names), "input_names": list(model.input_names),
@@ -208,8 +210,10 @@ def cmd_integrator(args: argparse.Namespace) -> int:
         "tableau": {"name": tab.name, "order": tab.order, "stages": tab.stages, "explicit": bool(tab.explicit),
                     **tab.to_dict()},
         "steps": args.steps, "dt": dt, "sensitivities": args.sensitivities,
-        "newton_iterations": None if tab.explicit else
-        (args.newton_iterations or shooting.integrator.DEFAULT_NEWTON_ITERATIONS),
+        "newton": None if tab.explicit else args.newton,
+        "newton_iterations": None if tab.explicit else (args.newton_iterations or (
+            shooting.integrator.DEFAULT_SIMPLIFIED_NEWTON_ITERATIONS if args.newton == "simplified"
+            else shooting.integrator.DEFAULT_NEWTON_ITERATIONS)),
     }
     progress(f"generating C ({args.real}, {F.n_instructions()} CasADi instructions)")
     export = generate_c(F, name, real=args.real, metadata=metadata)

@@ -65,6 +65,8 @@ class SubstepBuilder:
     mode : {"forward", "ad", "variational", "none"}
     newton_iterations : int
         Newton steps on the stage equations of implicit tableaus.
+    simplified_newton : bool
+        Reuse one factorisation for all Newton steps (`rk_stages.implicit_stages`).
     """
 
     f: ca.Function
@@ -75,6 +77,7 @@ class SubstepBuilder:
     explicit: bool
     mode: str
     newton_iterations: int
+    simplified_newton: bool = False
 
     @property
     def nx(self) -> int:
@@ -105,7 +108,8 @@ class SubstepBuilder:
             return explicit_stages(lambda X, tau: self.f(X, u, p, tau), self.A, self.c, x, t, h)
         fjac = self._fjac
         K, _ = implicit_stages(
-            lambda X, tau: tuple(fjac(X, u, p, tau)[:2]), self.A, self.c, x, t, h, self.newton_iterations
+            lambda X, tau: tuple(fjac(X, u, p, tau)[:2]), self.A, self.c, x, t, h, self.newton_iterations,
+            self.simplified_newton,
         )
         return K
 
@@ -166,7 +170,8 @@ class SubstepBuilder:
         fjac = self._fjac
         nx, s = self.nx, len(self.c)
         K, X = implicit_stages(
-            lambda Xs, tau: tuple(fjac(Xs, u, p, tau)[:2]), self.A, self.c, x, t, h, self.newton_iterations
+            lambda Xs, tau: tuple(fjac(Xs, u, p, tau)[:2]), self.A, self.c, x, t, h, self.newton_iterations,
+            self.simplified_newton,
         )
         J, rhs = [], []
         for i in range(s):

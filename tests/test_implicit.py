@@ -72,3 +72,32 @@ def test_stiff_chain_needs_implicit_methods():
     assert not np.all(np.abs(explicit - ref) < 1.0), "rk4 should be unstable at this step"
     for method, tol in (("radau2", 1e-3), ("radau3", 1e-5), ("gauss2", 1e-3)):
         np.testing.assert_allclose(simulate(method), ref, atol=tol, err_msg=method)
+
+
+@pytest.mark.parametrize("model_name", ["cartpole", "stiff_chain", "vanderpol"])
+@pytest.mark.parametrize("method", ["gauss2", "radau2"])
+def test_simplified_newton_converges_where_it_should(model_name, method):
+    """Simplified Newton (one factorisation) agrees with full Newton to rounding here, with fewer instructions."""
+    model = shooting.load_model(model_name)
+    full = shooting.build_integrator(model, method)
+    simple = shooting.build_integrator(model, method, newton="simplified")
+    # The saving grows with the state dimension (the factorisations dominate).
+    assert simple.n_instructions() < (0.8 if model.nx >= 4 else 1.0) * full.n_instructions()
+    for x, u in _samples(model, 5, seed=3):
+        args = dict(x=x, u=u, p=model.p0, t0=0.0, dt=model.dt)
+        a, b = evaluate(simple, **args), evaluate(full, **args)
+        for key in ("x_next", "A", "B"):
+            scale = max(1.0, np.max(np.abs(b[key])))
+            assert np.max(np.abs(a[key] - b[key])) <= 1e-12 * scale, key
+
+
+def test_simplified_newton_is_linear_and_can_fall_short():
+    """Where the step is strongly nonlinear, few simplified steps are measurably not converged."""
+    model = shooting.load_model("two_link_arm")
+    full = shooting.build_integrator(model, "implicit_euler")
+    simple = shooting.build_integrator(model, "implicit_euler", newton="simplified", newton_iterations=3)
+    x, u = model.x0 + [0.3, -0.4, 1.0, 2.0], [15.0, -8.0]
+    diff = evaluate(simple, x=x, u=u, dt=model.dt)["x_next"] - evaluate(full, x=x, u=u, dt=model.dt)["x_next"]
+    assert np.max(np.abs(diff)) > 1e-8
+    with pytest.raises(ValueError, match="newton"):
+        shooting.build_integrator(model, "gauss2", newton="quasi")
