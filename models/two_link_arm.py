@@ -159,7 +159,7 @@ def _numeric(expr_of: str, x: np.ndarray, params: dict[str, float]) -> np.ndarra
     q, dq = ca.SX.sym("q", 2), ca.SX.sym("dq", 2)
     T, U = _energies(q, dq, prm)
     out = T + U if expr_of == "energy" else ca.hessian(T, dq)[0]
-    return np.array(ca.Function(expr_of, [q, dq], [out])(x[:2], x[2:]))
+    return np.array(ca.Function(expr_of, [q, dq], [out], ["q", "dq"], [expr_of])(x[:2], x[2:]))
 
 
 def energy(x: np.ndarray, **params: float) -> float:

@@ -389,7 +389,7 @@ class MultipleShootingOCP:
         lbx[u_idx] = self.u_min
         ubx[u_idx] = self.u_max
         self._lbx, self._ubx = lbx, ubx
-        self._cost_fn = ca.Function("cost", [w, P], [cost])
+        self._cost_fn = ca.Function("cost", [w, P], [cost], ["w", "P"], ["cost"])
 
     @staticmethod
     def _scalar(expr: object, what: str) -> ca.SX:
