@@ -306,58 +306,20 @@ def _mpc_owned(directory: Path) -> set[str]:
     return set(MPC_FILES) & {str(f) for f in data.get("files", [])}
 
 
-def _check_mpc_destination(out: Path, force: bool) -> None:
-    """The rules of `shooting.export.install` for the files of `mpc`."""
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"output {out} is a file, not a directory: choose another --out")
-    if not out.is_dir():
-        return
-    foreign = {p.name for p in out.iterdir()} - _mpc_owned(out)
-    if foreign and not force:
-        raise UsageError(f"output directory {out} is not empty and was not written by shooting mpc "
-                         f"({len(foreign)} other file(s), e.g. {sorted(foreign)[0]}): choose an empty or new --out, "
-                         f"or pass --force to add our files beside them")
-    clobbered = sorted(foreign & set(MPC_FILES))
-    if clobbered:
-        raise UsageError(f"refusing to overwrite {out / clobbered[0]}, which shooting did not write")
-
-
-def _install_mpc(out: Path, write) -> None:
-    """Let `write(tmp)` fill a temporary directory beside `out`, then move its files into `out`."""
-    import os
-    import shutil
-
-    parent = out.parent if out.parent != Path("") else Path(".")
-    parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=parent))
-    try:
-        mask = os.umask(0o022)
-        os.umask(mask)
-        os.chmod(tmp, 0o777 & ~mask)  # mkdtemp's 0700 would make the output directory private
-        write(tmp)
-        if not out.exists():
-            os.replace(tmp, out)
-            return
-        for path in tmp.iterdir():
-            os.replace(path, out / path.name)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
-
-
 def cmd_mpc(args: argparse.Namespace) -> int:
     import dataclasses
     import json
 
     import shooting
     from shooting.closed_loop import MPCController, simulate_closed_loop
+    from shooting.files import check_destination, install_directory
     from shooting.trajectory import _json_text
     from shooting.export import GENERATOR
     from shooting.scenarios import build_ocp, default_scenario
 
     progress = _Progress(args.quiet)
     out = Path(args.out)
-    _check_mpc_destination(out, args.force)
+    check_destination(out, MPC_FILES, _mpc_owned(out), force=args.force)
     model = shooting.load_model(args.model)
     scenario = default_scenario(model)
     changes: dict[str, object] = {}
@@ -371,15 +333,6 @@ def cmd_mpc(args: argparse.Namespace) -> int:
         if getattr(args, option) is not None:
             changes[name] = getattr(args, option)
     scenario = dataclasses.replace(scenario, **changes)
-    RTIController = None
-    if args.rti:
-        RTIController = getattr(shooting, "RTIController", None)
-        if RTIController is None:
-            try:
-                from shooting.rti import RTIController
-            except ImportError:
-                raise UsageError("--rti needs shooting.RTIController, which this installation does not provide: "
-                                 "run without --rti") from None
 
     progress(f"{model.name}: {scenario.description}")
     progress(f"building the OCP: N = {scenario.horizon}, dt = {scenario.dt:g} s, {scenario.method} x "
@@ -393,8 +346,8 @@ def cmd_mpc(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 1
 
-    controller = RTIController(ocp) if RTIController is not None else MPCController(ocp)
-    kind = "rti" if RTIController is not None else "mpc"
+    controller = shooting.RTIController(ocp) if args.rti else MPCController(ocp)
+    kind = "rti" if args.rti else "mpc"
     progress(f"closed loop: {scenario.sim_steps} steps of {scenario.dt:g} s ({kind} controller, plant "
              f"{scenario.plant_method} x {scenario.plant_steps}"
              + (f", noise {args.noise:g}, seed {args.seed}" if args.noise else "") + ")")
@@ -426,7 +379,7 @@ def cmd_mpc(args: argparse.Namespace) -> int:
         traj.plot(tmp)
         (tmp / "summary.json").write_text(_json_text(json.loads(json.dumps(summary, default=_json_default))))
 
-    _install_mpc(out, write)
+    install_directory(out, write, MPC_FILES, _mpc_owned(out), force=args.force)
     progress(f"wrote {', '.join(MPC_FILES)} to {out}")
     print(f"{out}/trajectory.json, trajectory.csv, summary.json, states.png, inputs.png, solve_time.png")
     return 0

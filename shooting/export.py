@@ -18,14 +18,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import casadi as ca
 
+from shooting import files
 from shooting.c_emitter import CEmitter
 
 __all__ = ["CExport", "check_destination", "generate_c", "install", "export_c", "GENERATOR"]
@@ -355,30 +354,17 @@ def _owned(directory: Path) -> set[str]:
 
 
 def check_destination(out_dir: str | os.PathLike[str], names: set[str] | None = None, *, force: bool = False) -> None:
-    """Raise ValueError unless `install` may write `names` into `out_dir` (see `install`).
+    """Raise ValueError unless `install` may write `names` into `out_dir`.
 
-    Called before long work so that a refused directory is reported at once.
+    Called before long work so that a refused directory is reported at once;
+    the rules are `shooting.files.check_destination`'s, with the files of an
+    earlier export (named in its manifest) counted as ours.
     """
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"output {out} is a file, not a directory: choose another --out")
-    if not out.is_dir():
-        return
-    present = {p.name for p in out.iterdir()}
-    foreign = present - _owned(out)
-    if foreign and not force:
-        raise ValueError(
-            f"output directory {out} is not empty and was not written by shooting "
-            f"({len(foreign)} other file(s), e.g. {sorted(foreign)[0]}): choose an empty or new --out, "
-            f"or pass --force to add our files beside them"
-        )
-    clobbered = sorted(foreign & (names or set()))
-    if clobbered:
-        raise ValueError(f"refusing to overwrite {out / clobbered[0]}, which shooting did not write")
+    files.check_destination(out_dir, names or set(), _owned(Path(out_dir)), force=force)
 
 
-def install(files: Mapping[str, str], out_dir: str | os.PathLike[str], *, force: bool = False) -> Path:
-    """Write `files` into `out_dir` through a temporary directory.
+def install(files_: Mapping[str, str], out_dir: str | os.PathLike[str], *, force: bool = False) -> Path:
+    """Write `files_` into `out_dir` through a temporary directory.
 
     A missing `out_dir` is created by one rename of the finished temporary
     directory. An existing one is accepted when it is empty or holds only
@@ -392,26 +378,11 @@ def install(files: Mapping[str, str], out_dir: str | os.PathLike[str], *, force:
         files (without `force`), or a file to write would overwrite a file
         we did not write.
     """
-    out = Path(out_dir)
-    check_destination(out, set(files), force=force)
-    parent = out.parent if out.parent != Path("") else Path(".")
-    parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=parent))
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes it private (0700); a normal directory is wanted
-    try:
-        for fname, text in files.items():
+    def write(tmp: Path) -> None:
+        for fname, text in files_.items():
             (tmp / fname).write_text(text)
-        if not out.exists():
-            os.replace(tmp, out)
-            return out
-        for fname in files:
-            os.replace(tmp / fname, out / fname)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
-    return out
+
+    return files.install_directory(out_dir, write, set(files_), _owned(Path(out_dir)), force=force)
 
 
 def export_c(
