@@ -2,8 +2,10 @@
 
 Each module ``shooting.models.<name>`` defines ``make_model(**params) ->
 shooting.Model``, whose physical constants are the fields of a frozen
-dataclass (defaults commented with units, acados style). ``load_model(name)``
-finds them by the names in `BUILTINS`.
+dataclass (defaults commented with units, acados style), and
+``scenario(model) -> shooting.Scenario``, its default closed-loop experiment.
+``load_model(name)`` finds them by the names in
+`shooting.loading.BUILTIN_MODELS`.
 
 The helpers below are what those factories share: `parse_params` turns keyword
 arguments into the dataclass (an unknown keyword is a ValueError listing the
@@ -19,17 +21,7 @@ import numbers
 from collections.abc import Iterable, Mapping
 from typing import TypeVar
 
-__all__ = ["BUILTINS", "check_numbers", "parse_params"]
-
-#: Names of the built-in models, one module each in this package.
-BUILTINS: tuple[str, ...] = (
-    "cartpole",
-    "pendulum",
-    "quadrotor",
-    "stiff_chain",
-    "two_link_arm",
-    "vanderpol",
-)
+__all__ = ["check_numbers", "parse_params"]
 
 _P = TypeVar("_P")
 

@@ -29,8 +29,10 @@ import numpy as np
 
 from shooting.model import Model
 from shooting.models import check_numbers, parse_params
+from shooting.mpc.problem import OCPProblem, QuadraticCost
+from shooting.mpc.scenarios import Scenario
 
-__all__ = ["CartPoleParams", "make_model"]
+__all__ = ["CartPoleParams", "make_model", "scenario"]
 
 
 @dataclass(frozen=True)
@@ -93,4 +95,21 @@ def make_model(**params: float) -> Model:
         u_max=[prm.F_max],
         dt=0.05,
         description="acados' pendulum on a cart (theta = 0 upright); swing-up from hanging",
+    )
+
+
+def scenario(model: Model) -> Scenario:
+    """Swing-up from hanging (theta = pi) to upright at the origin, |F| <= 80 N.
+
+    acados' minimal example (Tf = 1 s, N = 20, Fmax = 80) with its weights
+    W = 2 diag(1e3, 1e3, 1e-2, 1e-2, 1e-2) under acados' factor 1/2, i.e.
+    these exact weights in our cost without 1/2.
+    """
+    q = [1e3, 1e3, 1e-2, 1e-2]
+    return Scenario(
+        model=model.name,
+        problem=OCPProblem(horizon=20, dt=0.05, method="rk4", steps=1,
+                           cost=QuadraticCost(Q=q, R=[1e-2], Q_terminal=q, x_ref=np.zeros(4), u_ref=[0.0])),
+        x0=model.x0, sim_steps=100,
+        description="swing-up from hanging (theta = pi) to upright at the origin, |F| <= 80 N",
     )

@@ -31,8 +31,10 @@ import numpy as np
 
 from shooting.model import Model
 from shooting.models import check_numbers, parse_params
+from shooting.mpc.problem import OCPProblem, QuadraticCost
+from shooting.mpc.scenarios import Scenario
 
-__all__ = ["PendulumParams", "make_model"]
+__all__ = ["PendulumParams", "make_model", "scenario"]
 
 
 @dataclass(frozen=True)
@@ -93,4 +95,16 @@ def make_model(**params: float) -> Model:
         u_max=[prm.tau_max],
         dt=0.05,
         description="torque-driven pendulum with joint friction (theta = 0 upright); swing-up from hanging",
+    )
+
+
+def scenario(model: Model) -> Scenario:
+    """Swing-up from hanging (theta = pi) with |tau| <= 8 N m, less than m g l."""
+    return Scenario(
+        model=model.name,
+        problem=OCPProblem(horizon=40, dt=0.05, method="rk4", steps=1,
+                           cost=QuadraticCost(Q=[10.0, 0.1], R=[0.01], Q_terminal=[10.0, 0.1],
+                                              x_ref=np.zeros(2), u_ref=[0.0])),
+        x0=model.x0, sim_steps=100,
+        description="swing-up from hanging (theta = pi) with |tau| <= 8 N m, less than m g l",
     )

@@ -63,8 +63,10 @@ import numpy as np
 
 from shooting.model import Model
 from shooting.models import check_numbers, parse_params
+from shooting.mpc.problem import OCPProblem, QuadraticCost
+from shooting.mpc.scenarios import Scenario
 
-__all__ = ["QuadrotorParams", "make_model", "quaternion_product", "rotation_matrix"]
+__all__ = ["QuadrotorParams", "make_model", "quaternion_product", "rotation_matrix", "scenario"]
 
 # Inertia about the centre of mass in body axes [kg m^2]: principal moments of
 # a 0.5 kg quad with small products of inertia (battery slightly off-centre).
@@ -198,4 +200,22 @@ def make_model(**params: object) -> Model:
         u_max=[prm.T_max] * 4,
         dt=0.05,
         description="quadrotor, unit quaternion attitude, X layout, rotor thrusts; point-to-point to the origin",
+    )
+
+
+def scenario(model: Model) -> Scenario:
+    """Point-to-point flight from (1, 1, 1) at rest to hover at the origin.
+
+    The target is level hover: the identity quaternion (not zeros) at the
+    hover thrust ``u0``.
+    """
+    x_ref = np.zeros(13)
+    x_ref[3] = 1.0
+    q = [10.0] * 3 + [1.0] * 4 + [1.0] * 3 + [0.1] * 3
+    return Scenario(
+        model=model.name,
+        problem=OCPProblem(horizon=30, dt=0.05, method="rk4", steps=1,
+                           cost=QuadraticCost(Q=q, R=[1.0] * 4, Q_terminal=q, x_ref=x_ref, u_ref=model.u0)),
+        x0=model.x0, sim_steps=80,
+        description="point-to-point from (1, 1, 1) at rest to hover at the origin",
     )

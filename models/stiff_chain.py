@@ -46,8 +46,10 @@ import numpy as np
 
 from shooting.model import Model
 from shooting.models import check_numbers, parse_params
+from shooting.mpc.problem import OCPProblem, QuadraticCost, SolverSettings
+from shooting.mpc.scenarios import Scenario
 
-__all__ = ["StiffChainParams", "make_model"]
+__all__ = ["StiffChainParams", "make_model", "scenario"]
 
 
 @dataclass(frozen=True)
@@ -134,4 +136,27 @@ def make_model(**params: object) -> Model:
         u_max=[prm.F_max],
         dt=0.05,
         description="stiff mass-spring-damper chain (eigenvalues -1009 .. -0.95 1/s); regulation to rest",
+    )
+
+
+def scenario(model: Model) -> Scenario:
+    """Regulation to rest from every mass displaced by 0.5 m, |F| <= 10 N, with the implicit radau2.
+
+    rk4 diverges at dt = 0.05 (h lambda = -50); the L-stable radau2 takes one
+    step. Gauss-Newton: the dynamics are linear but for the wall spring's
+    cubic term, and the exact Hessian of the implicit step is costly to build.
+    The plant uses radau3 (dopri5's 20 substeps would sit near its stability
+    limit).
+    """
+    n = model.nx // 2
+    q = [10.0] * n + [1.0] * n
+    return Scenario(
+        model=model.name,
+        problem=OCPProblem(horizon=20, dt=0.05, method="radau2", steps=1,
+                           cost=QuadraticCost(Q=q, R=[0.01], Q_terminal=q, x_ref=np.zeros(2 * n), u_ref=[0.0]),
+                           solver=SolverSettings(hessian="gauss-newton")),
+        x0=model.x0, sim_steps=60,
+        description="regulation to rest from every mass displaced by 0.5 m, |F| <= 10 N "
+                    "(implicit radau2: rk4 is unstable at dt = 0.05)",
+        plant_method="radau3", plant_steps=10,
     )

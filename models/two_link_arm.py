@@ -45,8 +45,10 @@ import numpy as np
 
 from shooting.model import Model
 from shooting.models import check_numbers, parse_params
+from shooting.mpc.problem import OCPProblem, QuadraticCost
+from shooting.mpc.scenarios import Scenario
 
-__all__ = ["TwoLinkArmParams", "energy", "make_model", "mass_matrix"]
+__all__ = ["TwoLinkArmParams", "energy", "make_model", "mass_matrix", "scenario"]
 
 
 @dataclass(frozen=True)
@@ -197,3 +199,16 @@ def mass_matrix(q: np.ndarray, **params: float) -> np.ndarray:
     """
     q = np.asarray(q, dtype=float).reshape(2)
     return _numeric("mass_matrix", np.concatenate([q, np.zeros(2)]), params)
+
+
+def scenario(model: Model) -> Scenario:
+    """Swing-up from hanging (q1 = pi) to upright, |tau1| <= 20, |tau2| <= 10 N m."""
+    q = [100.0, 100.0, 0.1, 0.1]
+    return Scenario(
+        model=model.name,
+        problem=OCPProblem(horizon=40, dt=0.05, method="rk4", steps=1,
+                           cost=QuadraticCost(Q=q, R=[0.01, 0.01], Q_terminal=q, x_ref=np.zeros(4),
+                                              u_ref=[0.0, 0.0])),
+        x0=model.x0, sim_steps=100,
+        description="swing-up from hanging (q1 = pi) to upright, |tau1| <= 20, |tau2| <= 10 N m",
+    )

@@ -21,11 +21,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import casadi as ca
+import numpy as np
 
 from shooting.model import Model
 from shooting.models import check_numbers, parse_params
+from shooting.mpc.problem import OCPProblem, QuadraticCost
+from shooting.mpc.scenarios import Scenario
 
-__all__ = ["VanDerPolParams", "make_model"]
+__all__ = ["VanDerPolParams", "make_model", "scenario"]
 
 
 @dataclass(frozen=True)
@@ -75,4 +78,16 @@ def make_model(**params: float) -> Model:
         u_max=[prm.u_max],
         dt=0.1,
         description="forced Van der Pol oscillator, damping mu as parameter; regulation to the origin",
+    )
+
+
+def scenario(model: Model) -> Scenario:
+    """Regulation to the origin (unstable for u = 0), |u| <= 1."""
+    return Scenario(
+        model=model.name,
+        problem=OCPProblem(horizon=20, dt=model.dt or 0.1, method="rk4", steps=1,
+                           cost=QuadraticCost(Q=[1.0, 1.0], R=[0.1], Q_terminal=[10.0, 10.0],
+                                              x_ref=np.zeros(2), u_ref=[0.0])),
+        x0=model.x0, sim_steps=80,
+        description="regulation to the origin (unstable for u = 0), |u| <= 1",
     )

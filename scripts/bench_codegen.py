@@ -30,8 +30,7 @@ from pathlib import Path
 import casadi as ca
 
 import shooting
-from shooting import targets
-from shooting.export import generate_c
+from shooting.codegen import generate_c, qemu_mps2, toolchain
 
 from bench_integrators import python_call_us  # scripts/ is on sys.path when run as a script
 
@@ -110,9 +109,9 @@ def python_us(F: ca.Function, model: shooting.Model, repeats: int) -> float:
 
 
 def m4_size(source: Path, workdir: Path, call_graph=None) -> tuple[int, int] | None:
-    if not targets.have_cortex_m4_toolchain():
+    if not qemu_mps2.have_cortex_m4_toolchain():
         return None
-    res, size = targets.compile_cortex_m4(source, workdir / "m4.o", call_graph=call_graph)
+    res, size = toolchain.compile_cortex_m4(source, workdir / "m4.o", call_graph=call_graph)
     return (size.flash, size.ram) if res.ok and size else None
 
 
@@ -186,7 +185,7 @@ def table_versus_casadi(reps: int) -> None:
     print("-" * 72)
     for label, ns, comp in rows:
         print(f"{label:<46}{ns:>10.1f}{ns / rows[0][1]:>8.2f}{comp:>8.2f}")
-    if not targets.have_cortex_m4_toolchain():
+    if not qemu_mps2.have_cortex_m4_toolchain():
         print("(arm-none-eabi-gcc not found: Cortex-M4 sizes skipped)")
         return
     with tempfile.TemporaryDirectory() as tmp:
@@ -199,12 +198,12 @@ def table_versus_casadi(reps: int) -> None:
         cg.add(plain_recipe(model))
         cg.generate(str(work) + "/")
         theirs = m4_size(work / "c.c", work)
-        undefined = targets.undefined_symbols(work / "m4.o")
+        undefined = toolchain.undefined_symbols(work / "m4.o")
     print("\nCortex-M4 float object (text + data; -O2, -mcpu=cortex-m4 -mfpu=fpv4-sp-d16 -mfloat-abi=hard)")
     print(f"  shooting float export            flash {mine[0]:>6} B  RAM {mine[1]:>5} B")
     print(f"  CasADi float export (recipe)     flash {theirs[0]:>6} B  RAM {theirs[1]:>5} B   "
           f"ratio {theirs[0] / mine[0]:.2f}; its double symbols: "
-          f"{', '.join(targets.double_precision_symbols(undefined)) or 'none'}")
+          f"{', '.join(toolchain.double_precision_symbols(undefined)) or 'none'}")
 
 
 def table_steps_growth(steps_list: tuple[int, ...]) -> None:
@@ -227,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="cart-pole only, short loops (smoke test)")
     args = ap.parse_args(argv)
-    if not targets.have_host_compiler():
+    if not toolchain.have_host_compiler():
         print("gcc not found: nothing to benchmark")
         return 0
     print(f"casadi {ca.__version__}, shooting {shooting.__version__}, python {sys.version.split()[0]}\n")

@@ -5,7 +5,7 @@ Prints, for each built-in model x {euler, rk4, dopri5, gauss2} x sensitivity
 mode: CasADi's instruction count, work-vector size, build time and the
 microseconds per call from Python. A second table times the substep loop in
 compiled C (gcc -O3), unrolled against binary doubling, which is how
-`shooting.integrator.UNROLL_MAX_STEPS` was chosen.
+`shooting.integrate.integrator.UNROLL_MAX_STEPS` was chosen.
 
     python scripts/bench_integrators.py            # full tables
     python scripts/bench_integrators.py --quick    # one model, few repeats (used by the tests)

@@ -278,8 +278,8 @@ def main(argv: list[str] | None = None) -> int:
     log(f"  cost = sum_(k<N) x_k' Q x_k + u_k' R u_k + x_N' Q_terminal x_N; Q = {diag(Q)}, R = {diag(R)}, "
         f"Q_terminal = {diag(Q_TERMINAL)}")
     log("  bounds: |F| <= 80 on u_0..u_(N-1), |p| <= 2 on x_1..x_N; plant: RK4 with 10 substeps per dt")
-    log(f"  IPOPT options (all peers, from shooting.ocp): {opts} + record_time; warm solvers add "
-        f"shooting.ocp.WARM_START_OPTIONS (not do-mpc: its own single solver)")
+    log(f"  IPOPT options (all peers, from shooting.mpc.solvers): {opts} + record_time; warm solvers add "
+        f"shooting.mpc.solvers.WARM_START_OPTIONS (not do-mpc: its own single solver)")
     st = peers_mod.peer_status()
     vers = ", ".join(f"{peers_mod.PEER_PACKAGES[m]} {v or 'missing'}" for m, v in st.items())
     log(f"  python {platform.python_version()}, casadi {ca.__version__}, numpy {np.__version__}, {vers}")

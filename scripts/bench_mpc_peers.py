@@ -7,7 +7,7 @@ RK4 (one substep per interval):
     min  sum_{k<N} x_k' Q x_k + u_k' R u_k  +  x_N' Q_terminal x_N
     s.t. x_0 = x0,  x_{k+1} = RK4(x_k, u_k, dt),  |u_k| <= u_max,  x_min <= x_{1..N} <= x_max
 
-with IPOPT's options taken from `shooting.ocp` (`DEFAULT_IPOPT_OPTIONS` for a
+with IPOPT's options taken from `shooting.mpc.solvers` (`DEFAULT_IPOPT_OPTIONS` for a
 cold solve, plus `WARM_START_OPTIONS` for warm re-solves, each on its own
 solver instance as shooting does), so the comparison measures formulation and
 tooling, not tolerances. Each peer exposes ``build()``, ``cold(x0)`` (from
@@ -34,7 +34,8 @@ import casadi as ca
 import numpy as np
 
 import shooting
-from shooting.ocp import DEFAULT_IPOPT_OPTIONS, WARM_START_OPTIONS, MultipleShootingOCP
+from shooting import MultipleShootingOCP
+from shooting.mpc.solvers import DEFAULT_IPOPT_OPTIONS, WARM_START_OPTIONS
 
 #: IPOPT's own wall time (`t_wall_total` in `stats()`) is only recorded with this.
 TIMING_OPTIONS = {"record_time": True}
@@ -168,7 +169,7 @@ class ShootingPeer:
         t = time.perf_counter()
         sol = self.ocp.solve(x0)
         dt = time.perf_counter() - t
-        return self._result(sol, self.ocp._solver, dt, dt)
+        return self._result(sol, self.ocp.nlp_solver, dt, dt)
 
     def warm(self, x) -> Result:
         t0 = time.perf_counter()
@@ -176,7 +177,7 @@ class ShootingPeer:
         t1 = time.perf_counter()
         sol = self.ocp.solve(x, warm_start=ws)
         t2 = time.perf_counter()
-        return self._result(sol, self.ocp._warm_solver, t2 - t1, t2 - t0)
+        return self._result(sol, self.ocp.warm_nlp_solver, t2 - t1, t2 - t0)
 
 
 # --------------------------------------------------------------------- Opti helpers

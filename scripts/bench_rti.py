@@ -15,20 +15,19 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import replace
 
 import casadi as ca
 import numpy as np
 
 import shooting
-from shooting.scenarios import build_ocp, default_scenario
+from shooting import build_ocp, default_scenario
 
 
 def run(horizon: int, steps: int) -> None:
     model = shooting.load_model("cartpole")
     scenario = default_scenario(model)
-    scenario = replace(scenario, horizon=horizon)
-    Q, R = np.asarray(scenario.Q), np.asarray(scenario.R)
+    scenario = scenario.with_changes(horizon=horizon)
+    Q, R = scenario.problem.cost.Q, scenario.problem.cost.R
     rows = []
     for label, qp in (("IPOPT (full solve, warm)", None), ("RTI, qrqp", "qrqp"), ("RTI, osqp", "osqp")):
         ocp = build_ocp(scenario, model)
@@ -39,7 +38,7 @@ def run(horizon: int, steps: int) -> None:
         feedback = (np.median(controller.feedback_times[1:]) * 1e3) if qp is not None else np.nan
         rows.append((label, st["closed_loop_cost"], traj.final_error(), float(np.max(np.abs(traj.x[:, 0]))),
                      float(np.median(times)), float(np.max(times)), feedback, float(np.mean(traj.success))))
-    print(f"\nCart-pole swing-up, closed loop: N = {horizon}, dt = {scenario.dt}, {steps} steps, "
+    print(f"\nCart-pole swing-up, closed loop: N = {horizon}, dt = {scenario.problem.dt}, {steps} steps, "
           f"plant {scenario.plant_method} x {scenario.plant_steps}")
     print(f"{'controller':<26}{'cost':>12}{'ratio':>7}{'final err':>11}{'max|p|':>8}{'step ms':>9}"
           f"{'max ms':>8}{'feedback':>10}{'success':>9}")

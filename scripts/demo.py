@@ -15,8 +15,7 @@ from pathlib import Path
 import numpy as np
 
 import shooting
-from shooting import c_check, targets
-from shooting.export import export_c
+from shooting.codegen import export_integrator, qemu_mps2, toolchain
 
 
 def main() -> int:
@@ -72,21 +71,18 @@ def main() -> int:
 
     # 7. Plain C for a microcontroller: compiled with -Werror and run on test vectors,
     #    on the host and (when the toolchain is installed) on an emulated Cortex-M4.
+    have_gcc = toolchain.have_host_compiler()
+    have_m4 = qemu_mps2.have_cortex_m4_toolchain() and qemu_mps2.have_qemu()
     with tempfile.TemporaryDirectory(prefix="shooting_demo_") as tmp:
         for real in ("double", "float"):
-            export = export_c(F, Path(tmp) / real, "cartpole_step", real=real)
-            vectors = c_check.make_vectors(F, model, n=8)
-            if targets.have_host_compiler():
-                report = c_check.check_host(export, F, vectors)
-                ok &= report.passed
-                print(f"7. C        {report.summary()}")
-            if targets.have_cortex_m4_toolchain() and targets.have_qemu():
-                src = Path(tmp) / real / "cartpole_step.c"
-                _, size = targets.compile_cortex_m4(src, Path(tmp) / f"{real}.o", call_graph=export.call_graph)
-                report = c_check.check_cortex_m4(export, F, vectors)
-                ok &= report.passed and size is not None
-                print(f"   Cortex-M4 flash {size.flash} B, RAM {size.ram} B; {report.summary()}")
-        if not targets.have_host_compiler():
+            report = export_integrator(F, Path(tmp) / real, name="cartpole_step", real=real,
+                                       target="cortex-m4" if have_m4 else "host", check=have_gcc)
+            ok &= report.ok
+            for k, line in enumerate(report.lines):
+                print(f"{'7. C      ' if k == 0 and real == 'double' else '          '} {line}")
+            for problem in report.problems:
+                print(f"           FAILED: {problem}")
+        if not have_gcc:
             print("7. C        (gcc not found: C checks skipped)")
 
     # 8. MPC: the swing-up from hanging in closed loop, with full IPOPT solves

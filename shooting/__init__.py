@@ -1,35 +1,68 @@
-"""shooting: Runge-Kutta integrators with exact sensitivities on CasADi.
+"""shooting: Runge-Kutta integrators with exact sensitivities on CasADi, C for microcontrollers, and MPC.
 
-Layers (data flows one way): `Model` and `ButcherTableau` -> `build_integrator`
--> a `casadi.Function` (x, u, p, t0, dt) -> (x_next, A, B[, err]) -> C export
-(`shooting.export`) and multiple-shooting MPC (`MultipleShootingOCP`,
-`RTIController`).
+The flat public API over four subpackages that import in one direction,
+``tableaus -> integrate -> {codegen, mpc} -> cli``:
+
+- `shooting.tableaus`: exact, verified Butcher tableaus (no CasADi);
+- `shooting.integrate`: `build_integrator`, a tableau and a `Model` become one
+  `casadi.Function` (x, u, p, t0, dt) -> (x_next, A, B[, err]);
+- `shooting.codegen`: that Function as verified, heap-free C
+  (`shooting.codegen.export_integrator`);
+- `shooting.mpc`: multiple-shooting OCPs, real-time iterations, closed loops.
 """
 
-from shooting.catalogue import get_tableau, rk2, rk3, tableau_names
-from shooting.closed_loop import ControlStep, MPCController, Trajectory, simulate_closed_loop
-from shooting.collocation import gauss_legendre, radau_iia
-from shooting.integrator import build_integrator
+from shooting._version import VERSION as __version__
+from shooting.integrate import StepInfo, build_integrator, step_info
 from shooting.loading import load_model, model_names
 from shooting.model import Model
-from shooting.ocp import MultipleShootingOCP, OCPSolution
-from shooting.rti import RTIController
-from shooting.scenarios import Scenario, build_ocp, default_scenario
-from shooting.stability import plot_stability_region
-from shooting.tableau import ButcherTableau, load_tableau
-
-__version__ = "0.1.0"
+from shooting.mpc import (
+    Constraints,
+    Controller,
+    ControlStep,
+    MPCController,
+    MultipleShootingOCP,
+    OCPProblem,
+    OCPSolution,
+    QuadraticCost,
+    RTIController,
+    Scenario,
+    ShootingLayout,
+    SolverSettings,
+    Trajectory,
+    build_ocp,
+    default_scenario,
+    simulate_closed_loop,
+)
+from shooting.tableaus import (
+    ButcherTableau,
+    gauss_legendre,
+    get_tableau,
+    load_tableau,
+    plot_stability_region,
+    radau_iia,
+    rk2,
+    rk3,
+    tableau_names,
+)
 
 __all__ = [
     "ButcherTableau",
+    "Constraints",
     "ControlStep",
+    "Controller",
     "MPCController",
     "Model",
     "MultipleShootingOCP",
+    "OCPProblem",
     "OCPSolution",
+    "QuadraticCost",
     "RTIController",
     "Scenario",
+    "ShootingLayout",
+    "SolverSettings",
+    "StepInfo",
     "Trajectory",
+    "__version__",
     "build_integrator",
     "build_ocp",
     "default_scenario",
@@ -43,6 +76,6 @@ __all__ = [
     "rk2",
     "rk3",
     "simulate_closed_loop",
+    "step_info",
     "tableau_names",
-    "__version__",
 ]

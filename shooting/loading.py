@@ -28,7 +28,19 @@ from types import ModuleType
 
 from shooting.model import Model
 
-__all__ = ["load_model", "model_names"]
+__all__ = ["BUILTIN_MODELS", "load_model", "model_names"]
+
+#: Names of the built-in models: one module each in `shooting.models`
+#: (installed from the folder ``models/``), defining ``make_model`` and
+#: ``scenario``.
+BUILTIN_MODELS: tuple[str, ...] = (
+    "cartpole",
+    "pendulum",
+    "quadrotor",
+    "stiff_chain",
+    "two_link_arm",
+    "vanderpol",
+)
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
@@ -43,9 +55,7 @@ def model_names() -> list[str]:
     list of str
         ``cartpole, pendulum, quadrotor, stiff_chain, two_link_arm, vanderpol``.
     """
-    from shooting.models import BUILTINS
-
-    return sorted(BUILTINS)
+    return sorted(BUILTIN_MODELS)
 
 
 def load_model(spec: str, **params: object) -> Model:

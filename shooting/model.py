@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Sequence
 
 import casadi as ca
 import numpy as np
 
-__all__ = ["Model"]
+from shooting import _validate
 
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+__all__ = ["Model"]
 
 
 def _symbol_vector(value: object, what: str, *, allow_none: bool) -> ca.SX:
@@ -38,34 +37,6 @@ def _symbol_vector(value: object, what: str, *, allow_none: bool) -> ca.SX:
                 f"only symbols created with ca.SX.sym"
             )
     return value
-
-
-def _names(names: Sequence[str] | None, n: int, prefix: str, what: str) -> tuple[str, ...]:
-    if names is None:
-        return tuple(f"{prefix}{i}" for i in range(n))
-    names = tuple(names)
-    if len(names) != n:
-        raise ValueError(f"{what} has {len(names)} entries but the model has {n}: give one name per entry")
-    for nm in names:
-        if not isinstance(nm, str) or not nm:
-            raise ValueError(f"{what} must be non-empty strings, got {nm!r}")
-    return names
-
-
-def _vector(value: object, n: int, default: float, what: str) -> np.ndarray:
-    if value is None:
-        return np.full(n, default, dtype=float)
-    try:
-        arr = np.asarray(value, dtype=float).reshape(-1)
-    except (TypeError, ValueError):
-        raise ValueError(f"{what} must be {n} numbers, got {value!r}") from None
-    if arr.size == 1 and n != 1:
-        arr = np.full(n, float(arr[0]))
-    if arr.size != n:
-        raise ValueError(f"{what} has {arr.size} entries but needs {n}")
-    if np.isnan(arr).any():
-        raise ValueError(f"{what} contains NaN: give numbers (use +-inf for no bound)")
-    return arr
 
 
 class Model:
@@ -140,12 +111,7 @@ class Model:
         dt: float | None = None,
         description: str = "",
     ) -> None:
-        if not isinstance(name, str) or not _IDENT.match(name):
-            raise ValueError(
-                f"model name {name!r} is not an identifier: use letters, digits and '_' "
-                f"(it names the generated C functions)"
-            )
-        self.name = name
+        self.name = _validate.identifier(name, "model name")
         self.x = _symbol_vector(x, "x", allow_none=False)
         if self.x.numel() == 0:
             raise ValueError("x is empty: a model needs at least one state")
@@ -176,24 +142,19 @@ class Model:
 
         self.xdot = self._check_xdot(xdot)
 
-        self.state_names = _names(state_names, self.nx, "x", "state_names")
-        self.input_names = _names(input_names, self.nu, "u", "input_names")
-        self.param_names = _names(param_names, self.np, "p", "param_names")
-        self.x0 = _vector(x0, self.nx, 0.0, "x0")
-        self.u0 = _vector(u0, self.nu, 0.0, "u0")
-        self.p0 = _vector(p0, self.np, 0.0, "p0")
-        self.x_min = _vector(x_min, self.nx, -np.inf, "x_min")
-        self.x_max = _vector(x_max, self.nx, np.inf, "x_max")
-        self.u_min = _vector(u_min, self.nu, -np.inf, "u_min")
-        self.u_max = _vector(u_max, self.nu, np.inf, "u_max")
-        for lo, hi, what in ((self.x_min, self.x_max, "x"), (self.u_min, self.u_max, "u")):
-            bad = np.nonzero(lo > hi)[0]
-            if bad.size:
-                i = int(bad[0])
-                raise ValueError(f"{what}_min[{i}] = {lo[i]} exceeds {what}_max[{i}] = {hi[i]}: swap or fix the bounds")
-        if dt is not None and not (np.isfinite(dt) and dt > 0):
-            raise ValueError(f"dt must be a positive number of seconds, got {dt!r}")
-        self.dt = None if dt is None else float(dt)
+        self.state_names = _validate.names(state_names, self.nx, "x", "state_names")
+        self.input_names = _validate.names(input_names, self.nu, "u", "input_names")
+        self.param_names = _validate.names(param_names, self.np, "p", "param_names")
+        self.x0 = _validate.vector(x0, self.nx, "x0", default=0.0)
+        self.u0 = _validate.vector(u0, self.nu, "u0", default=0.0)
+        self.p0 = _validate.vector(p0, self.np, "p0", default=0.0)
+        self.x_min = _validate.vector(x_min, self.nx, "x_min", default=-np.inf, allow_inf=True)
+        self.x_max = _validate.vector(x_max, self.nx, "x_max", default=np.inf, allow_inf=True)
+        self.u_min = _validate.vector(u_min, self.nu, "u_min", default=-np.inf, allow_inf=True)
+        self.u_max = _validate.vector(u_max, self.nu, "u_max", default=np.inf, allow_inf=True)
+        _validate.bounds(self.x_min, self.x_max, "x")
+        _validate.bounds(self.u_min, self.u_max, "u")
+        self.dt = None if dt is None else _validate.positive_real(dt, "dt")
         self.description = str(description)
 
         self.f = ca.Function(

@@ -21,6 +21,8 @@ def test_docstring_and_annotations(name):
     obj = getattr(shooting, name)
     doc = inspect.getdoc(obj)
     assert doc and len(doc) > 40, f"{name} needs a docstring"
+    if getattr(obj, "_is_protocol", False):
+        return  # a typing.Protocol has no constructor of its own
     target = obj.__init__ if inspect.isclass(obj) else obj
     sig = inspect.signature(target)
     params = [p for p in sig.parameters.values() if p.name not in ("self", "cls")]

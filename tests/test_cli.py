@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from shooting import targets
+from shooting.codegen import qemu_mps2, toolchain
 
 CI = bool(os.environ.get("CI"))
-needs_gcc = pytest.mark.skipif(not targets.have_host_compiler() and not CI, reason="gcc not installed")
+needs_gcc = pytest.mark.skipif(not toolchain.have_host_compiler() and not CI, reason="gcc not installed")
 needs_m4 = pytest.mark.skipif(
-    not (targets.have_cortex_m4_toolchain() and targets.have_qemu()) and not CI,
+    not (qemu_mps2.have_cortex_m4_toolchain() and qemu_mps2.have_qemu()) and not CI,
     reason="arm-none-eabi-gcc/newlib/qemu-system-arm not installed (CI installs them)",
 )
 
@@ -153,7 +153,7 @@ def test_cortex_m4_check_runs_on_the_emulator(real, tmp_path):
     size = m["cortex_m4"]
     assert size["flash"] == size["text"] + size["data"] > 0 and size["stack"] > 0
     if real == "float":
-        assert not targets.double_precision_symbols(size["undefined"]), size["undefined"]
+        assert not toolchain.double_precision_symbols(size["undefined"]), size["undefined"]
         assert m["check_cortex_m4"]["worst_relative_error"]["A"] < 1e-4
     else:
         assert m["check_cortex_m4"]["worst_relative_error"]["A"] <= 1e-12

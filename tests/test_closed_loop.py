@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import shooting
-from shooting.closed_loop import ControlStep, MPCController, Trajectory, simulate_closed_loop
-from shooting.scenarios import Scenario, build_ocp, default_scenario
+from shooting import ControlStep, MPCController, Trajectory, simulate_closed_loop
+from shooting.mpc.scenarios import Scenario, build_ocp, default_scenario
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -50,8 +50,9 @@ def test_cartpole_swings_up_within_bounds(cartpole, swing_up):
 def test_quadrotor_flies_to_hover():
     model = shooting.load_model("quadrotor")
     scenario = default_scenario(model)
-    assert scenario.x_ref[3] == 1.0 and np.allclose(scenario.x_ref[[0, 1, 2, 4, 5, 6]], 0)
-    assert np.allclose(scenario.u_ref, model.u0)
+    cost = scenario.problem.cost
+    assert cost.x_ref[3] == 1.0 and np.allclose(cost.x_ref[[0, 1, 2, 4, 5, 6]], 0)
+    assert np.allclose(cost.u_ref, model.u0)
     traj = simulate_closed_loop(build_ocp(scenario, model), scenario.x0, 60, progress=False)
     assert np.linalg.norm(traj.x[-1, :3]) < 0.02
     assert np.allclose(traj.x[-1, 3:7], [1, 0, 0, 0], atol=0.01)
@@ -137,8 +138,9 @@ def test_json_csv_and_plots(swing_up, tmp_path):
 def test_stats_cost_matches_definition(cartpole, swing_up):
     _, scenario, _ = cartpole
     traj = swing_up
-    stats = traj.stats(scenario.Q, scenario.R)
-    expected = sum(x @ scenario.Q @ x for x in traj.x[:-1]) + sum(u @ scenario.R @ u for u in traj.u)
+    Q, R = scenario.problem.cost.Q, scenario.problem.cost.R
+    stats = traj.stats(Q, R)
+    expected = sum(x @ Q @ x for x in traj.x[:-1]) + sum(u @ R @ u for u in traj.u)
     assert stats["closed_loop_cost"] == pytest.approx(expected)
     ms = stats["solve_time_ms"]
     assert ms["min"] <= ms["median"] <= ms["p95"] <= ms["max"] and ms["mean"] > 0
@@ -153,11 +155,11 @@ class _FakeSolution:
         return _FakeSolution(np.vstack([self.x[1:], self.x[-1:]]), np.vstack([self.u[1:], self.u[-1:]]))
 
 
-class _FakeOCP:
-    """Records the warm starts it is given and returns scripted solutions."""
+class _FakeOCP(shooting.MultipleShootingOCP):
+    """A real (small) OCP whose solve records the warm starts it is given and returns scripted solutions."""
 
     def __init__(self, model, solutions):
-        self.model, self.dt, self.horizon = model, 0.1, 2
+        super().__init__(model, 2, dt=0.1)
         self.solutions, self.warm_starts = list(solutions), []
 
     def solve(self, x0, *, warm_start=None, x_ref=None, u_ref=None, p=None, t0=0.0):
@@ -218,22 +220,27 @@ def test_default_scenarios_fit_their_models(name):
     model = shooting.load_model(name)
     sc = default_scenario(model)
     assert sc.model == name and (sc.nx, sc.nu) == (model.nx, model.nu)
-    assert sc.Q.shape == (model.nx, model.nx) and sc.R.shape == (model.nu, model.nu)
+    assert sc.problem.cost.Q.shape == (model.nx, model.nx) and sc.problem.cost.R.shape == (model.nu, model.nu)
     assert np.all(sc.x0 == model.x0) and sc.sim_steps >= 1 and sc.description
     json.dumps(sc.to_dict())
     if name == "stiff_chain":
-        shooting.get_tableau(sc.method)
-        assert not shooting.get_tableau(sc.method).explicit
+        assert not shooting.get_tableau(sc.problem.method).explicit
 
 
 def test_generic_scenario_and_validation(forced):
     sc = default_scenario(forced)
-    assert sc.horizon == 20 and sc.dt == 0.1 and np.allclose(sc.Q, np.eye(2)) and np.allclose(sc.R, 0.01)
-    assert np.allclose(sc.x_ref, 0) and np.allclose(sc.x0, forced.x0)
-    with pytest.raises(ValueError, match="Scenario.Q must be"):
-        dataclasses.replace(sc, Q=np.eye(3))
-    with pytest.raises(ValueError, match="Scenario.horizon"):
-        dataclasses.replace(sc, horizon=0)
+    cost = sc.problem.cost
+    assert sc.problem.horizon == 20 and sc.problem.dt == 0.1
+    assert np.allclose(cost.Q, np.eye(2)) and np.allclose(cost.R, 0.01)
+    assert np.allclose(cost.x_ref, 0) and np.allclose(sc.x0, forced.x0)
+    with pytest.raises(ValueError, match="Scenario.Q must be of shape"):
+        sc.with_changes(Q=np.eye(3))
+    with pytest.raises(ValueError, match="horizon must be an integer >= 1"):
+        sc.with_changes(horizon=0)
+    with pytest.raises(ValueError, match="Q must be positive semi-definite"):
+        sc.with_changes(Q=[1.0, -1.0])
+    with pytest.raises(ValueError, match="unknown scenario field"):
+        sc.with_changes(horizn=3)
     with pytest.raises(ValueError, match="nx=4"):
         build_ocp(default_scenario("cartpole"), forced)
     assert isinstance(sc, Scenario)
@@ -241,7 +248,7 @@ def test_generic_scenario_and_validation(forced):
 
 def test_user_model_with_time_and_parameters(forced):
     """The generic scenario on a time-varying model with parameters: t and p reach OCP and plant."""
-    sc = dataclasses.replace(default_scenario(forced), horizon=10)
+    sc = default_scenario(forced).with_changes(horizon=10)
     ocp = build_ocp(sc, forced)
     traj = simulate_closed_loop(ocp, sc.x0, 30, p=forced.p0, progress=False)
     assert traj.t[-1] == pytest.approx(3.0) and traj.success.all()

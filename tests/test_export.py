@@ -12,11 +12,12 @@ import numpy as np
 import pytest
 
 import shooting
-from shooting import c_check, targets
-from shooting.export import export_c, generate_c, install
+from shooting.codegen import qemu_mps2, toolchain, verify
+from shooting.codegen import export_integrator, generate_c
+from shooting.codegen.pipeline import install_export
 
 CI = bool(os.environ.get("CI"))
-needs_gcc = pytest.mark.skipif(not targets.have_host_compiler() and not CI, reason="gcc not installed")
+needs_gcc = pytest.mark.skipif(not toolchain.have_host_compiler() and not CI, reason="gcc not installed")
 
 
 def _step(model_name: str, method: str = "rk4", steps: int = 1, mode: str = "forward") -> tuple:
@@ -72,7 +73,7 @@ def test_compiled_step_matches_python(model_name, method, real):
     """-std=c99 -Wall -Wextra -pedantic -Werror (and -Wdouble-promotion for float), run, compare."""
     model, F = _step(model_name, method)
     export = generate_c(F, "s", real=real)
-    report = c_check.check_host(export, F, c_check.make_vectors(F, model, n=4))
+    report = verify.check_host(export, F, verify.make_vectors(F, model, n=4))
     assert report.passed, report.summary() + report.details
     if real == "double":
         assert report.worst_error <= 1e-12
@@ -87,7 +88,7 @@ def test_composed_substeps_compile_and_match(method, steps, mode):
     assert F.is_a("MXFunction")
     for real in ("double", "float"):
         export = generate_c(F, "v", real=real)
-        report = c_check.check_host(export, F, c_check.make_vectors(F, model, n=3))
+        report = verify.check_host(export, F, verify.make_vectors(F, model, n=3))
         assert report.passed, report.summary() + report.details
 
 
@@ -95,9 +96,9 @@ def test_composed_substeps_compile_and_match(method, steps, mode):
 def test_casadi_external_loads_the_host_library(tmp_path):
     """CasADi's calling convention in NAME.c works: casadi.external evaluates it like F."""
     model, F = _step("two_link_arm", "rk4", 2)
-    export_c(F, tmp_path / "out", "arm")
+    export_integrator(F, tmp_path / "out", name="arm")
     so = tmp_path / "arm.so"
-    res = targets.compile_host([tmp_path / "out" / "arm.c"], so, extra_flags=("-shared", "-fPIC"))
+    res = toolchain.compile_host([tmp_path / "out" / "arm.c"], so, extra_flags=("-shared", "-fPIC"))
     assert res.ok, res.stderr
     ext = ca.external("arm", str(so))
     x, u = model.x0 + 0.1, np.array([1.0, -2.0])
@@ -115,11 +116,11 @@ def test_check_detects_a_wrong_constant():
     assert match, "expected the rk4 weight 1/6 in the code"
     broken = src.replace(match.group(0), "= 0.1666666;", 1)
     bad = type(export)(export.name, {**export.files, "pd.c": broken}, export.manifest, export.call_graph)
-    report = c_check.check_host(bad, F, c_check.make_vectors(F, model, n=3))
+    report = verify.check_host(bad, F, verify.make_vectors(F, model, n=3))
     assert not report.passed and report.worst_error > 1e-9
 
 
-needs_arm = pytest.mark.skipif(not targets.have_cortex_m4_toolchain() and not CI,
+needs_arm = pytest.mark.skipif(not qemu_mps2.have_cortex_m4_toolchain() and not CI,
                                reason="arm-none-eabi-gcc not installed (CI installs it)")
 
 
@@ -128,23 +129,25 @@ needs_arm = pytest.mark.skipif(not targets.have_cortex_m4_toolchain() and not CI
 def test_cortex_m4_float_object_has_no_double_precision(model_name, tmp_path):
     """arm-none-eabi-nm -u: no __aeabi_d* helper, no double libm function; -Wdouble-promotion clean."""
     _, F = _step(model_name, "rk4", 2)
-    export = export_c(F, tmp_path / "o", "s", real="float")
-    res, size = targets.compile_cortex_m4(tmp_path / "o" / "s.c", tmp_path / "s.o",
+    export = generate_c(F, "s", real="float")
+    install_export(export, tmp_path / "o")
+    res, size = toolchain.compile_cortex_m4(tmp_path / "o" / "s.c", tmp_path / "s.o",
                                           extra_flags=("-Werror",), call_graph=export.call_graph)
     assert res.ok, res.stderr
-    undefined = targets.undefined_symbols(tmp_path / "s.o")
-    assert targets.double_precision_symbols(undefined) == [], undefined
+    undefined = toolchain.undefined_symbols(tmp_path / "s.o")
+    assert toolchain.double_precision_symbols(undefined) == [], undefined
     assert size.flash > 0 and size.stack > 0
-    double = export_c(F, tmp_path / "d", "s", real="double")
-    targets.compile_cortex_m4(tmp_path / "d" / "s.c", tmp_path / "d.o", call_graph=double.call_graph)
+    double = generate_c(F, "s", real="double")
+    install_export(double, tmp_path / "d")
+    toolchain.compile_cortex_m4(tmp_path / "d" / "s.c", tmp_path / "d.o", call_graph=double.call_graph)
     if model_name in ("cartpole", "pendulum"):  # the check can fail: a double build needs soft double
-        assert targets.double_precision_symbols(targets.undefined_symbols(tmp_path / "d.o"))
+        assert toolchain.double_precision_symbols(toolchain.undefined_symbols(tmp_path / "d.o"))
 
 
 @needs_arm
 def test_makefile_builds_cortex_m4_object(tmp_path):
     _, F = _step("cartpole")
-    export_c(F, tmp_path / "cp", "cp", real="float")
+    export_integrator(F, tmp_path / "cp", name="cp", real="float")
     proc = subprocess.run(["make", "-s", "cortex-m4"], cwd=tmp_path / "cp", capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "cp" / "build" / "cortex-m4" / "cp.o").exists()
@@ -152,23 +155,23 @@ def test_makefile_builds_cortex_m4_object(tmp_path):
 
 def test_install_never_touches_foreign_files(tmp_path):
     _, F = _step("pendulum")
-    files = generate_c(F, "pd").files
+    export = generate_c(F, "pd")
     foreign = tmp_path / "mine"
     foreign.mkdir()
     (foreign / "notes.txt").write_text("keep me")
     with pytest.raises(ValueError, match="not empty"):
-        install(files, foreign)
+        install_export(export, foreign)
     assert sorted(p.name for p in foreign.iterdir()) == ["notes.txt"]
-    install(files, foreign, force=True)
+    install_export(export, foreign, force=True)
     assert (foreign / "notes.txt").read_text() == "keep me" and (foreign / "pd.c").exists()
     (tmp_path / "clash").mkdir()
     (tmp_path / "clash" / "pd.c").write_text("user code")
     with pytest.raises(ValueError, match="refusing to overwrite"):
-        install(files, tmp_path / "clash", force=True)
+        install_export(export, tmp_path / "clash", force=True)
     assert (tmp_path / "clash" / "pd.c").read_text() == "user code"
     # our own earlier export is replaced in place; nothing else is left behind
-    install(files, tmp_path / "new")
-    install(files, tmp_path / "new")
+    install_export(export, tmp_path / "new")
+    install_export(export, tmp_path / "new")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["clash", "mine", "new"]
 
 
@@ -183,7 +186,7 @@ def test_bad_export_arguments():
 @needs_gcc
 def test_makefile_builds_host_object(tmp_path):
     _, F = _step("cartpole")
-    export_c(F, tmp_path / "cp", "cp")
+    export_integrator(F, tmp_path / "cp", name="cp")
     proc = subprocess.run(["make", "-s", "host"], cwd=tmp_path / "cp", capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "cp" / "build" / "host" / "cp.o").exists()
@@ -191,7 +194,7 @@ def test_makefile_builds_host_object(tmp_path):
 
 def test_vectors_respect_bounds():
     model, F = _step("cartpole")
-    for vec in c_check.make_vectors(F, model, n=20):
+    for vec in verify.make_vectors(F, model, n=20):
         assert np.all(vec[1] >= model.u_min) and np.all(vec[1] <= model.u_max)
         assert vec[4][0] == model.dt
 

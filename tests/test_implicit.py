@@ -8,7 +8,7 @@ from scipy.integrate import solve_ivp
 
 import shooting
 from conftest import evaluate
-from shooting.integrator import DEFAULT_NEWTON_ITERATIONS
+from shooting.integrate.integrator import DEFAULT_NEWTON_ITERATIONS
 
 IMPLICIT = ("implicit_euler", "implicit_midpoint", "gauss2", "gauss3", "radau2", "radau3")
 

@@ -118,10 +118,10 @@ def test_infeasible_problem_returns_status_not_exception(cartpole):
 
 def test_references_and_parameters_change_without_rebuild(cartpole):
     ocp = shooting.MultipleShootingOCP(cartpole, horizon=N, dt=DT, Q=Q, R=R)
-    solver = ocp._solver
+    solver = ocp.nlp_solver
     a = ocp.solve(np.zeros(4))
     b = ocp.solve(np.zeros(4), x_ref=[1.0, 0, 0, 0])
-    assert ocp._solver is solver
+    assert ocp.nlp_solver is solver
     assert abs(a.x[-1, 0]) < 1e-6 and b.x[-1, 0] > 0.5
     vdp = shooting.load_model("vanderpol")
     ocp2 = shooting.MultipleShootingOCP(vdp, horizon=10, dt=0.1)

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from shooting.catalogue import get_tableau
-from shooting.collocation import gauss_legendre, radau_iia
-from shooting.order_conditions import (
+from shooting.tableaus.catalogue import get_tableau
+from shooting.tableaus.collocation import gauss_legendre, radau_iia
+from shooting.tableaus.order_conditions import (
     ElementaryWeights,
     density,
     elementary_weight,
@@ -23,7 +23,7 @@ from shooting.order_conditions import (
     symmetry,
     tree_order,
 )
-from shooting.tableau import ButcherTableau
+from shooting.tableaus.tableau import ButcherTableau
 
 LEAF = ()
 TALL3 = (((),),)

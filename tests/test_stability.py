@@ -9,10 +9,11 @@ from fractions import Fraction as F
 import numpy as np
 import pytest
 
-from shooting.catalogue import get_tableau, tableau_names
-from shooting.collocation import gauss_legendre, radau_iia
-from shooting.stability import e_polynomial, is_a_stable, plot_stability_region
-from shooting.tableau import ButcherTableau
+from shooting.tableaus.catalogue import get_tableau, tableau_names
+from shooting.tableaus.collocation import gauss_legendre, radau_iia
+from shooting.tableaus.plot import plot_stability_region
+from shooting.tableaus.stability import e_polynomial, is_a_stable
+from shooting.tableaus.tableau import ButcherTableau
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -164,10 +165,10 @@ def test_trapezoidal_rule_and_sdirk():
     ],
 )
 def test_exact_nonnegativity_on_half_line(roots, nonnegative):
-    from shooting.stability import _nonnegative_on_halfline, poly_from_roots
+    from shooting.tableaus.polynomials import nonnegative_on_halfline, poly_from_roots
 
-    assert _nonnegative_on_halfline(poly_from_roots(roots)) is nonnegative
-    assert _nonnegative_on_halfline([-x for x in poly_from_roots(roots)]) is (roots == [] and False)
+    assert nonnegative_on_halfline(poly_from_roots(roots)) is nonnegative
+    assert nonnegative_on_halfline([-x for x in poly_from_roots(roots)]) is (roots == [] and False)
 
 
 def test_reducible_method_cancels_common_factor():

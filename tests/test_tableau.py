@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
 
-from shooting.catalogue import get_tableau, rk2, rk3, tableau_names
-from shooting.collocation import gauss_legendre, radau_iia
-from shooting.tableau import FLOAT_TOLERANCE, ButcherTableau, load_tableau
+from shooting.tableaus.catalogue import get_tableau, rk2, rk3, tableau_names
+from shooting.tableaus.collocation import gauss_legendre, radau_iia
+from shooting.tableaus.tableau import INEXACT_TOLERANCE, ButcherTableau, load_tableau
 
 RK4 = dict(
     A=[[0, 0, 0, 0], ["1/2", 0, 0, 0], [0, "1/2", 0, 0], [0, 0, 1, 0]],
@@ -246,7 +246,7 @@ def test_accepts_numpy_and_mixed_entry_types():
     tab = ButcherTableau(np.array([[0, 0], [1, 0]]), [F(1, 2), "0.5"], [np.int64(0), 1])
     assert tab.exact and tab.order == 2
     floats = ButcherTableau(np.array([[0.0, 0.0], [0.5, 0.0]]), np.array([0.0, 1.0]))
-    assert not floats.exact and floats.tolerance == FLOAT_TOLERANCE and floats.order == 2
+    assert not floats.exact and floats.tolerance == INEXACT_TOLERANCE and floats.order == 2
 
 
 def test_float_input_is_checked_with_tolerance():

@@ -40,7 +40,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from shooting.stability import (
+from shooting.tableaus.coefficients import ordinal
+from shooting.tableaus.polynomials import (
     poly_deriv,
     poly_eval,
     poly_from_roots,
@@ -48,7 +49,7 @@ from shooting.stability import (
     poly_mul,
     poly_scale,
 )
-from shooting.tableau import ButcherTableau, _ordinal
+from shooting.tableaus.tableau import ButcherTableau
 
 __all__ = [
     "gauss_legendre",
@@ -144,7 +145,7 @@ def _roots_in_unit_interval(p: list[Fraction]) -> tuple[list[Fraction], bool]:
     # s distinct, disjointly bracketed roots of a degree-s polynomial are all of them.
     if not (
         len(roots) == degree
-        and all(b - a > 2 * _BRACKET for a, b in zip(roots, roots[1:]))
+        and all(b - a > 2 * _BRACKET for a, b in zip(roots, roots[1:], strict=False))
         and 0 <= roots[0]
         and roots[-1] <= 1
     ):
@@ -216,7 +217,7 @@ def _gauss_legendre(s: int) -> ButcherTableau:
         name=f"gauss{s}",
         order=2 * s,
         description=(
-            f"{_ordinal(2 * s)} order implicit Runge-Kutta method (Gauss-Legendre "
+            f"{ordinal(2 * s)} order implicit Runge-Kutta method (Gauss-Legendre "
             f"collocation), {s} stage{'s' if s > 1 else ''}; A-stable, symplectic."
         ),
         reference=(
@@ -252,7 +253,7 @@ def _radau_iia(s: int) -> ButcherTableau:
         name=f"radau{s}",
         order=order,
         description=(
-            f"{_ordinal(order)} order implicit Runge-Kutta method (Radau IIA collocation), "
+            f"{ordinal(order)} order implicit Runge-Kutta method (Radau IIA collocation), "
             f"{s} stage{'s' if s > 1 else ''}; L-stable, stiffly accurate."
         ),
         reference=(

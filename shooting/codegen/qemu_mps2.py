@@ -20,17 +20,20 @@ ends the emulation with `FAULT_EXIT_CODE`.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import re
+import shutil
 import subprocess
 import tempfile
 import time
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from shooting.targets import _ARM_PACKAGES, M4_CFLAGS, ToolchainError, _run, find_tool
+from shooting.codegen.toolchain import ARM_PACKAGES, M4_CFLAGS, ToolchainError, find_tool, run_tool
 
 __all__ = ["FAULT_EXIT_CODE", "MPS2_AN386_LINKER_SCRIPT", "MPS2_AN386_STARTUP", "QEMU_M4_ARGS", "RunResult",
-           "run_on_cortex_m4"]
+           "build_m4_elf", "have_cortex_m4_toolchain", "have_qemu", "run_on_cortex_m4"]
 
 #: QEMU exit code of a program that took a fault (HardFault, or any other
 #: exception the test program does not handle) on the emulated Cortex-M4.
@@ -51,7 +54,7 @@ QEMU_M4_ARGS = (
 #: Vector table and reset/fault handlers for the MPS2 AN386 (GNU as, Thumb-2).
 #: Written in assembly so that nothing runs before the FPU is enabled.
 MPS2_AN386_STARTUP = f"""\
-/* Startup for QEMU mps2-an386 (Cortex-M4F), written by shooting.targets. */
+/* Startup for QEMU mps2-an386 (Cortex-M4F), written by shooting.codegen.qemu_mps2. */
     .syntax unified
     .cpu cortex-m4
     .fpu fpv4-sp-d16
@@ -140,7 +143,7 @@ fault_exit_block:
 
 #: GNU ld script for the MPS2 AN386 as QEMU 7.2 maps it (see the module docstring).
 MPS2_AN386_LINKER_SCRIPT = """\
-/* Linker script for QEMU mps2-an386 (Cortex-M4F), written by shooting.targets. */
+/* Linker script for QEMU mps2-an386 (Cortex-M4F), written by shooting.codegen.qemu_mps2. */
 MEMORY
 {
   FLASH (rx)  : ORIGIN = 0x00000000, LENGTH = 4M   /* ZBT SSRAM1 */
@@ -251,7 +254,7 @@ class RunResult:
         return self.exit_code == FAULT_EXIT_CODE
 
 
-def _build_m4_elf(
+def build_m4_elf(
     sources: list[Path],
     workdir: Path,
     include_dirs: tuple[Path, ...],
@@ -278,12 +281,12 @@ def _build_m4_elf(
         "-lm", "-o", str(elf),
     ]
     start = time.perf_counter()
-    proc = _run(cmd, "arm-none-eabi-gcc", timeout=timeout, cwd=workdir)
+    proc = run_tool(cmd, "arm-none-eabi-gcc", timeout=timeout, cwd=workdir)
     seconds = time.perf_counter() - start
     if proc.returncode != 0:
         if "rdimon.specs" in proc.stderr:
             raise ToolchainError(
-                f"arm-none-eabi-gcc cannot find newlib (rdimon.specs): apt-get install {_ARM_PACKAGES}"
+                f"arm-none-eabi-gcc cannot find newlib (rdimon.specs): apt-get install {ARM_PACKAGES}"
             )
         raise ToolchainError(
             f"arm-none-eabi-gcc failed to build the Cortex-M4 program (exit {proc.returncode}):\n"
@@ -358,7 +361,7 @@ def _build_and_run(
     timeout: float,
     qemu: str,
 ) -> RunResult:
-    elf, build_log, build_seconds = _build_m4_elf(sources, workdir, include_dirs, extra_flags, opt, timeout)
+    elf, build_log, build_seconds = build_m4_elf(sources, workdir, include_dirs, extra_flags, opt, timeout)
     cmd = [qemu, *QEMU_M4_ARGS, "-kernel", str(elf)]
     start = time.perf_counter()
     try:
@@ -389,3 +392,48 @@ def _build_and_run(
         build_log=build_log,
         elf=elf,
     )
+
+
+@functools.lru_cache(maxsize=None)
+def have_cortex_m4_toolchain() -> bool:
+    """Whether the Cortex-M4 toolchain works: compiler, binutils and newlib.
+
+    Checked once per process by linking a trivial ``printf`` program with
+    `MPS2_AN386_STARTUP`, `MPS2_AN386_LINKER_SCRIPT` and newlib's semihosting
+    (``rdimon``) and ``libm``.
+
+    Returns
+    -------
+    bool
+    """
+    if not all(shutil.which(t) for t in ("arm-none-eabi-gcc", "arm-none-eabi-size", "arm-none-eabi-nm")):
+        return False
+    with tempfile.TemporaryDirectory(prefix="shooting-m4-probe-") as tmp:
+        source = Path(tmp) / "probe.c"
+        source.write_text(
+            "#include <math.h>\n#include <stdio.h>\n"
+            "int main(void) { printf(\"%g\\n\", (double)sinf(0.5f)); return 0; }\n"
+        )
+        try:
+            build_m4_elf([source], Path(tmp), (), (), "-O2", timeout=120.0)
+        except ToolchainError:
+            return False
+    return True
+
+
+@functools.lru_cache(maxsize=None)
+def have_qemu() -> bool:
+    """Whether ``qemu-system-arm`` is on ``PATH`` and has the ``mps2-an386`` machine.
+
+    Returns
+    -------
+    bool
+    """
+    qemu = shutil.which("qemu-system-arm")
+    if qemu is None:
+        return False
+    try:
+        proc = subprocess.run([qemu, "-machine", "help"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return proc.returncode == 0 and re.search(r"^mps2-an386\s", proc.stdout, re.MULTILINE) is not None

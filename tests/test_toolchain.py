@@ -1,4 +1,4 @@
-"""shooting.targets: host and Cortex-M4 builds, footprint, QEMU runs.
+"""shooting.codegen.toolchain: host and Cortex-M4 builds, footprint, QEMU runs.
 
 A missing tool skips its tests locally but fails them when the environment
 variable CI is set (CI installs gcc, gcc-arm-none-eabi,
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from shooting import targets
-from shooting.mps2_board import FAULT_EXIT_CODE, run_on_cortex_m4
-from shooting.targets import (
+from shooting.codegen import qemu_mps2, toolchain
+from shooting.codegen.qemu_mps2 import FAULT_EXIT_CODE, run_on_cortex_m4
+from shooting.codegen.toolchain import (
     ToolchainError,
     compile_cortex_m4,
     compile_host,
@@ -41,17 +41,17 @@ def _require(available: bool, what: str) -> None:
 
 @pytest.fixture
 def host() -> None:
-    _require(targets.have_host_compiler(), "gcc")
+    _require(toolchain.have_host_compiler(), "gcc")
 
 
 @pytest.fixture
 def m4() -> None:
-    _require(targets.have_cortex_m4_toolchain(), "arm-none-eabi-gcc with newlib")
+    _require(qemu_mps2.have_cortex_m4_toolchain(), "arm-none-eabi-gcc with newlib")
 
 
 @pytest.fixture
 def qemu(m4: None) -> None:
-    _require(targets.have_qemu(), "qemu-system-arm (mps2-an386)")
+    _require(qemu_mps2.have_qemu(), "qemu-system-arm (mps2-an386)")
 
 
 def write(folder: Path, name: str, text: str) -> Path:
@@ -64,7 +64,7 @@ def write(folder: Path, name: str, text: str) -> Path:
 
 
 def test_missing_tool_names_the_package(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(targets.shutil, "which", lambda name: None)
+    monkeypatch.setattr(toolchain.shutil, "which", lambda name: None)
     with pytest.raises(ToolchainError) as err:
         find_tool("arm-none-eabi-gcc")
     message = str(err.value)
@@ -82,17 +82,17 @@ def test_stack_usage_parsing_and_call_chains() -> None:
         "/src/gen.c:40:6:vla\t16\tdynamic\n"
         "/src/gen.c:50:6:alloca_bounded\t64\tdynamic,bounded\n"
     )
-    frames, dynamic = targets._parse_stack_usage(su)
+    frames, dynamic = toolchain._parse_stack_usage(su)
     assert frames == {"outer": 48, "inner.constprop.0": 24, "vla": 16, "alloca_bounded": 64}
     assert dynamic == ["vla", "alloca_bounded"]
 
     # No call graph: the largest single frame.
-    assert targets._worst_stack(frames, None, set())[0] == 64
+    assert toolchain._worst_stack(frames, None, set())[0] == 64
     # A clone counts for its base name; an external callee counts 0 and is listed.
-    stack, external, warnings = targets._worst_stack(frames, {"outer": ["inner", "sinf"]}, {"sinf"})
+    stack, external, warnings = toolchain._worst_stack(frames, {"outer": ["inner", "sinf"]}, {"sinf"})
     assert (stack, external, warnings) == (72, ["sinf"], [])
     # A cycle terminates and is reported.
-    stack, _, warnings = targets._worst_stack({"a": 8, "b": 16}, {"a": ["b"], "b": ["a"]}, set())
+    stack, _, warnings = toolchain._worst_stack({"a": 8, "b": 16}, {"a": ["b"], "b": ["a"]}, set())
     assert stack == 24
     assert warnings and "recursion" in warnings[0]
 
@@ -114,7 +114,7 @@ def test_host_compile_and_run(host: None, tmp_path: Path) -> None:
     )
     result = compile_host([src], tmp_path / "bin" / "hello")
     assert result.ok, result.stderr
-    assert result.command[1 : 1 + len(targets.HOST_CFLAGS)] == list(targets.HOST_CFLAGS)
+    assert result.command[1 : 1 + len(toolchain.HOST_CFLAGS)] == list(toolchain.HOST_CFLAGS)
     assert result.seconds > 0
     out = subprocess.run([str(tmp_path / "bin" / "hello")], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "%.17g" % math.sin(0.5)

@@ -41,7 +41,7 @@ def combine(base: ca.SX, h: ca.SX, weights: Sequence[float], slopes: Sequence[ca
     slopes : sequence of casadi.SX, each shape (n, m)
     """
     acc = base
-    for w, k in zip(weights, slopes):
+    for w, k in zip(weights, slopes, strict=True):
         w = float(w)
         if w == 0.0:
             continue

@@ -21,8 +21,9 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
-from shooting.collocation import gauss_legendre, radau_iia
-from shooting.tableau import ButcherTableau, _to_fraction
+from shooting.tableaus.coefficients import to_fraction
+from shooting.tableaus.collocation import gauss_legendre, radau_iia
+from shooting.tableaus.tableau import ButcherTableau
 
 __all__ = ["get_tableau", "tableau_names", "rk2", "rk3"]
 
@@ -309,7 +310,7 @@ def get_tableau(name: str) -> ButcherTableau:
 # --------------------------------------------------------------------------
 def _parse_alpha(alpha: Any, family: str) -> tuple[Fraction, bool]:
     if isinstance(alpha, (str, numbers.Real)) and not isinstance(alpha, bool):
-        return _to_fraction(alpha, f"{family}: alpha")
+        return to_fraction(alpha, f"{family}: alpha")
     raise ValueError(f"{family}: alpha must be a real number (int, Fraction, float or '2/3'), got {alpha!r}")
 
 

@@ -21,25 +21,23 @@ correctly rounded float64 value (``A``, ``b``, ``c``, ``b_hat``; read-only).
   conditions are checked exactly (``tolerance == 0``).
 * A float anywhere makes the tableau *inexact*: each float is converted
   exactly (``Fraction(0.1)``), the arithmetic stays exact, but a condition is
-  accepted within ``tolerance = 1e-12`` (:data:`FLOAT_TOLERANCE`), scaled by
+  accepted within ``tolerance = 1e-12`` (:data:`INEXACT_TOLERANCE`), scaled by
   the size of its terms: ``tolerance * max(1, ||A||_inf)`` for ``c = A @ 1``,
   ``tolerance * max(1, ||b||_1)`` for ``sum(b) = 1`` and
   ``tolerance * max(1, ||b||_1) * max(1, ||A||_inf)**(q-1)`` for an order
-  condition of order ``q`` (see :mod:`shooting.order_conditions`).
+  condition of order ``q`` (see :mod:`shooting.tableaus.order_conditions`).
 * ``tolerance`` can also be given explicitly; the collocation methods of
-  :mod:`shooting.collocation` with irrational nodes are *nearly exact*
+  :mod:`shooting.tableaus.collocation` with irrational nodes are *nearly exact*
   (~300-bit coefficients) and carry ``tolerance = 1e-40``.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import numbers
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass, field
-from decimal import Decimal
 from fractions import Fraction
 from functools import cached_property
 from typing import Any
@@ -47,103 +45,19 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from shooting import order_conditions as _oc
-from shooting import stability as _st
+from shooting.tableaus import order_conditions, plot, stability
+from shooting.tableaus.coefficients import format_fraction, ordinal, parse_matrix, parse_vector
+from shooting.tableaus.json_file import read_json_object
 
-__all__ = ["ButcherTableau", "load_tableau", "FLOAT_TOLERANCE"]
+__all__ = ["INEXACT_TOLERANCE", "ButcherTableau", "load_tableau"]
 
 #: Base tolerance of the checks for tableaus given with float coefficients.
-FLOAT_TOLERANCE = 1e-12
+INEXACT_TOLERANCE = 1e-12
 
 _JSON_KEYS = (
     "A", "b", "c", "b_hat", "name", "order", "embedded_order",
     "description", "reference", "tolerance",
 )
-
-
-# --------------------------------------------------------------------------
-# Parsing helpers
-# --------------------------------------------------------------------------
-def _to_fraction(value: Any, where: str) -> tuple[Fraction, bool]:
-    """Exact value of one coefficient and whether the input was exact."""
-    fix = "use an int, a Fraction, a float or a fraction string such as '2/9' or '0.25'"
-    if isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"{where} = {value!r} is a bool, not a number; {fix}")
-    if isinstance(value, Fraction):
-        return value, True
-    if isinstance(value, (int, np.integer)):
-        return Fraction(int(value)), True
-    if isinstance(value, Decimal):
-        if not value.is_finite():
-            raise ValueError(f"{where} is {value}; coefficients must be finite numbers")
-        return Fraction(value), True
-    if isinstance(value, (float, np.floating)):
-        number = float(value)
-        if not math.isfinite(number):
-            raise ValueError(f"{where} is {number}; coefficients must be finite numbers")
-        return Fraction(number), False
-    if isinstance(value, str):
-        try:
-            return Fraction(value.strip()), True
-        except (ValueError, ZeroDivisionError):
-            pass
-        if value.strip().lower().lstrip("+-") in ("nan", "inf", "infinity"):
-            raise ValueError(f"{where} is {value!r}; coefficients must be finite numbers")
-        raise ValueError(f"{where} = {value!r} is not a number; {fix}")
-    if isinstance(value, numbers.Rational):
-        return Fraction(int(value.numerator), int(value.denominator)), True
-    raise ValueError(f"{where} = {value!r} ({type(value).__name__}) is not a number; {fix}")
-
-
-def _is_sequence(x: Any) -> bool:
-    return isinstance(x, np.ndarray) or (
-        isinstance(x, Sequence) and not isinstance(x, (str, bytes))
-    )
-
-
-def _parse_vector(v: Any, name: str, s: int) -> tuple[tuple[Fraction, ...], bool]:
-    if isinstance(v, np.ndarray) and v.ndim != 1:
-        raise ValueError(f"{name} must be a 1-D array of length s = {s}, got shape {v.shape}")
-    if not _is_sequence(v):
-        raise ValueError(f"{name} must be a sequence of s = {s} numbers, got {v!r}")
-    if len(v) != s:
-        raise ValueError(
-            f"{name} has {len(v)} entries but A is {s} x {s} ({name} must have length s = {s})"
-        )
-    parsed = [_to_fraction(x, f"{name}[{i}]") for i, x in enumerate(v)]
-    return tuple(x for x, _ in parsed), all(ok for _, ok in parsed)
-
-
-def _parse_matrix(A: Any) -> tuple[tuple[tuple[Fraction, ...], ...], bool]:
-    if isinstance(A, np.ndarray) and A.ndim != 2:
-        raise ValueError(f"A must be a 2-D array of shape (s, s), got shape {A.shape}")
-    if not _is_sequence(A):
-        raise ValueError(f"A must be a square (s, s) nested sequence of numbers, got {A!r}")
-    s = len(A)
-    if s == 0:
-        raise ValueError("A is empty; a Butcher tableau needs at least one stage (s >= 1)")
-    rows, exact = [], True
-    for i, row in enumerate(A):
-        if not _is_sequence(row):
-            raise ValueError(f"row {i} of A is {row!r}, not a sequence (A must be s x s)")
-        if len(row) != s:
-            raise ValueError(
-                f"row {i} of A has {len(row)} entries but A has {s} rows "
-                f"(A must be square, s x s)"
-            )
-        parsed = [_to_fraction(x, f"A[{i}, {j}]") for j, x in enumerate(row)]
-        rows.append(tuple(x for x, _ in parsed))
-        exact = exact and all(ok for _, ok in parsed)
-    return tuple(rows), exact
-
-
-def _fmt(x: Fraction) -> str:
-    return str(x) if x.denominator <= 10**6 else repr(float(x))
-
-
-def _ordinal(n: int) -> str:
-    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return f"{n}{suffix}"
 
 
 def _check_declared(value: Any, what: str) -> int | None:
@@ -188,7 +102,7 @@ class ButcherTableau:
         One line of properties and the literature reference.
     tolerance : float, optional
         Base tolerance of all checks; default 0 for exact input and
-        :data:`FLOAT_TOLERANCE` if any coefficient is a float.
+        :data:`INEXACT_TOLERANCE` if any coefficient is a float.
 
     Attributes
     ----------
@@ -240,19 +154,19 @@ class ButcherTableau:
         for attr in ("name", "description", "reference"):
             if not isinstance(getattr(self, attr), str):
                 raise ValueError(f"{attr} must be a str, got {getattr(self, attr)!r}")
-        A, exact = _parse_matrix(self.A)
+        A, exact = parse_matrix(self.A)
         s = len(A)
         row_sums = tuple(sum(row, Fraction(0)) for row in A)
         vectors: dict[str, Any] = {"b": self.b, "c": self.c, "b_hat": self.b_hat}
         for label, raw in vectors.items():
             if raw is not None or label == "b":
-                vectors[label], ok = _parse_vector(raw, label, s)
+                vectors[label], ok = parse_vector(raw, label, s)
                 exact = exact and ok
         b, b_hat = vectors["b"], vectors["b_hat"]
         c = row_sums if self.c is None else vectors["c"]
 
         if self.tolerance is None:
-            tolerance = 0.0 if exact else FLOAT_TOLERANCE
+            tolerance = 0.0 if exact else INEXACT_TOLERANCE
         else:
             if isinstance(self.tolerance, bool) or not isinstance(self.tolerance, numbers.Real):
                 raise ValueError(f"tolerance must be a real number >= 0, got {self.tolerance!r}")
@@ -263,10 +177,10 @@ class ButcherTableau:
 
         # Consistency: c = A @ 1 and sum(b) = sum(b_hat) = 1.
         norm_A = max(Fraction(1), max(sum(abs(x) for x in row) for row in A))
-        for i, (row_sum, c_i) in enumerate(zip(row_sums, c)):
+        for i, (row_sum, c_i) in enumerate(zip(row_sums, c, strict=True)):
             if abs(row_sum - c_i) > tol * norm_A:
                 raise ValueError(
-                    f"row {i} of A sums to {_fmt(row_sum)} but c[{i}] = {_fmt(c_i)} "
+                    f"row {i} of A sums to {format_fraction(row_sum)} but c[{i}] = {format_fraction(c_i)} "
                     f"(c must equal A @ 1; omit c to use the row sums)"
                 )
         for label, weights in (("b", b), ("b_hat", b_hat)):
@@ -275,7 +189,7 @@ class ButcherTableau:
             total = sum(weights, Fraction(0))
             if abs(total - 1) > tol * max(Fraction(1), sum(abs(x) for x in weights)):
                 raise ValueError(
-                    f"{label} sums to {_fmt(total)} but must sum to 1 "
+                    f"{label} sums to {format_fraction(total)} but must sum to 1 "
                     f"(consistency condition sum({label}) == 1)"
                 )
 
@@ -318,15 +232,15 @@ class ButcherTableau:
         raise ValueError(
             f"declared {label.replace('_', ' ')} {declared} cannot be verified: the order "
             f"conditions give an order between {lower} and {upper} (trees are checked up "
-            f"to order {_oc.MAX_TREE_ORDER}); declare {label}={lower}"
+            f"to order {order_conditions.MAX_TREE_ORDER}); declare {label}={lower}"
         )
 
     # ------------------------------------------------------------------
     # Order conditions
     # ------------------------------------------------------------------
     @cached_property
-    def _weights(self) -> _oc.ElementaryWeights:
-        return _oc.ElementaryWeights(self.A_exact, Fraction(self.tolerance))
+    def _weights(self) -> order_conditions.ElementaryWeights:
+        return order_conditions.ElementaryWeights(self.A_exact, Fraction(self.tolerance))
 
     @cached_property
     def _bounds(self) -> dict[bool, tuple[int, int]]:
@@ -335,11 +249,11 @@ class ButcherTableau:
     def order_bounds(self, *, embedded: bool = False) -> tuple[int, int]:
         """Lower and upper bound of the order (equal when it is determined).
 
-        See :func:`shooting.order_conditions.order_bounds`; cached.
+        See `shooting.tableaus.order_conditions.order_bounds`; cached.
         """
         if embedded not in self._bounds:
             weights = self._weights_for(embedded)
-            self._bounds[embedded] = _oc.order_bounds(
+            self._bounds[embedded] = order_conditions.order_bounds(
                 self.A_exact,
                 weights,
                 self.c_exact,
@@ -422,18 +336,18 @@ class ButcherTableau:
             else "diagonally implicit" if self.diagonally_implicit
             else "implicit"
         )
-        text = f"{_ordinal(self.order)} order {kind} Runge-Kutta method"
+        text = f"{ordinal(self.order)} order {kind} Runge-Kutta method"
         if self.embedded:
-            text += f" with an embedded {_ordinal(self.embedded_order)} order method"
+            text += f" with an embedded {ordinal(self.embedded_order)} order method"
         plural = "s" if self.stages > 1 else ""
         return f"{text}, {self.stages} stage{plural}."
 
     # ------------------------------------------------------------------
-    # Linear stability (see shooting.stability)
+    # Linear stability (see shooting.tableaus.stability)
     # ------------------------------------------------------------------
     @cached_property
     def _stability(self) -> tuple[tuple[Fraction, ...], tuple[Fraction, ...]]:
-        return _st.stability_polynomials(self)
+        return stability.stability_polynomials(self)
 
     def stability_polynomials(self) -> tuple[tuple[Fraction, ...], tuple[Fraction, ...]]:
         """Exact ``(P, Q)`` with ``R = P / Q``, coefficients lowest degree first."""
@@ -444,19 +358,19 @@ class ButcherTableau:
 
         Returns a complex (scalar ``z``) or a complex128 array of the shape of ``z``.
         """
-        return _st.stability_function(self, z)
+        return stability.stability_function(self, z)
 
     def is_a_stable(self) -> bool:
         """``|R(z)| <= 1`` for all ``Re z <= 0`` (exact decision)."""
-        return _st.is_a_stable(self)
+        return stability.is_a_stable(self)
 
     def is_l_stable(self) -> bool:
         """A-stable and ``R(z) -> 0`` as ``|z| -> inf``."""
-        return _st.is_l_stable(self)
+        return stability.is_l_stable(self)
 
     def plot_stability_region(self, path: str | os.PathLike[str], **options: Any) -> str:
-        """Write a PNG of ``{z : |R(z)| <= 1}``; see :func:`shooting.stability.plot_stability_region`."""
-        return _st.plot_stability_region(self, path, **options)
+        """Write a PNG of ``{z : |R(z)| <= 1}``; see `shooting.tableaus.plot.plot_stability_region`."""
+        return plot.plot_stability_region(self, path, **options)
 
     # ------------------------------------------------------------------
     # Copies and serialisation
@@ -526,21 +440,7 @@ class ButcherTableau:
             )
         path = os.fspath(source)
         origin = f"tableau file {path!r}"
-        try:
-            with open(path, encoding="utf-8") as handle:
-                data = json.load(handle)
-        except FileNotFoundError:
-            raise ValueError(f"{origin} does not exist") from None
-        except IsADirectoryError:
-            raise ValueError(f"{origin} is a directory, not a JSON file") from None
-        except json.JSONDecodeError as err:
-            raise ValueError(
-                f"{origin} is not valid JSON: {err.msg} at line {err.lineno}, column {err.colno}"
-            ) from None
-        except UnicodeDecodeError as err:
-            raise ValueError(f"{origin} is not UTF-8 text: {err}") from None
-        if not isinstance(data, dict):
-            raise ValueError(f"{origin} must contain a JSON object, got {type(data).__name__}")
+        data = read_json_object(path, origin)
         return cls._from_mapping(data, origin)
 
     @classmethod
@@ -586,7 +486,7 @@ class ButcherTableau:
 
     def __str__(self) -> str:
         def fmt(x: Fraction) -> str:
-            return str(x) if self.exact else _fmt(x)
+            return str(x) if self.exact else format_fraction(x)
 
         s = self.stages
         c_col = [fmt(x) for x in self.c_exact]
@@ -600,7 +500,7 @@ class ButcherTableau:
         wc = max(len(x) for x in c_col)
 
         def cells(row: list[str]) -> str:
-            return "  ".join(f"{x:>{w}}" for x, w in zip(row, widths))
+            return "  ".join(f"{x:>{w}}" for x, w in zip(row, widths, strict=True))
 
         head = self.name or "Butcher tableau"
         lines = [f"{head}: {self.description or self.summary}"]

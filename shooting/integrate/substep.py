@@ -40,11 +40,9 @@ from functools import cached_property
 import casadi as ca
 import numpy as np
 
-from shooting.rk_stages import combine, explicit_stages, implicit_stages, newton_matrix
+from shooting.integrate.stages import combine, explicit_stages, implicit_stages, newton_matrix
 
-__all__ = ["SubstepBuilder", "SENSITIVITY_MODES"]
-
-SENSITIVITY_MODES = ("forward", "ad", "variational", "none")
+__all__ = ["SubstepBuilder"]
 
 
 @dataclass(frozen=True)
@@ -66,7 +64,7 @@ class SubstepBuilder:
     newton_iterations : int
         Newton steps on the stage equations of implicit tableaus.
     simplified_newton : bool
-        Reuse one factorisation for all Newton steps (`rk_stages.implicit_stages`).
+        Reuse one factorisation for all Newton steps (`shooting.integrate.stages.implicit_stages`).
     """
 
     f: ca.Function

@@ -2,18 +2,67 @@
 
 A reader never sees a half-written file, a failure leaves nothing behind,
 and the result has the usual permissions (0o666 minus the umask; mkstemp's
-own 0o600 would make it private).
+own 0o600 would make it private). A set of files we write into a directory
+is described by a JSON record among them (``manifest.json``,
+``summary.json``) whose ``"generator"`` is `GENERATOR` and whose ``"files"``
+lists them: `owned_files` reads it back, so a later run may replace those
+files and no others.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
-__all__ = ["check_destination", "install_directory", "umask", "write_atomic"]
+__all__ = ["GENERATOR", "check_destination", "compact_json", "install_directory", "owned_files", "umask",
+           "write_atomic"]
+
+#: The ``"generator"`` entry of every JSON record we write beside our files.
+GENERATOR = "shooting"
+
+
+def compact_json(data: Mapping[str, Any]) -> str:
+    """JSON with one top-level key per line and each value compact (rows of numbers stay on one line)."""
+    items = [f" {json.dumps(key)}: {json.dumps(value, allow_nan=False)}" for key, value in data.items()]
+    return "{\n" + ",\n".join(items) + "\n}\n"
+
+
+def owned_files(directory: str | os.PathLike[str], record: str,
+                legacy: Callable[[dict[str, Any]], Iterable[str]] | None = None) -> set[str]:
+    """The files an earlier run of ours wrote into `directory`, from its JSON `record`.
+
+    Parameters
+    ----------
+    directory : str or path
+    record : str
+        The record's file name (``"manifest.json"``); it is owned too.
+    legacy : callable, optional
+        Names for a record without a ``"files"`` list (older versions).
+
+    Returns
+    -------
+    set of str
+        Empty when the record is missing, unreadable or not ours.
+    """
+    try:
+        data = json.loads((Path(directory) / record).read_text())
+    except (OSError, ValueError):
+        return set()
+    if not isinstance(data, dict) or data.get("generator") != GENERATOR:
+        return set()
+    listed = data.get("files")
+    if isinstance(listed, list):
+        names = {str(f) for f in listed if isinstance(f, str) and "/" not in f and f not in (".", "..")}
+    elif legacy is not None:
+        names = set(legacy(data))
+    else:
+        names = set()
+    return names | {record}
 
 
 def umask() -> int:

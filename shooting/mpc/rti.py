@@ -18,16 +18,19 @@ solves the QP. The solution, shifted one stage, is the next guess.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import casadi as ca
 import numpy as np
+import numpy.typing as npt
 
-from shooting.integrator import build_integrator
-from shooting.ocp import MultipleShootingOCP
+from shooting import _validate
+from shooting.integrate.integrator import build_integrator
+from shooting.mpc.controllers import ControlStep
+from shooting.mpc.ocp import MultipleShootingOCP
+from shooting.options import QP_SOLVERS, QPSolver
 
 __all__ = ["RTIController"]
-
-QP_SOLVERS = ("qrqp", "osqp")
 
 
 class RTIController:
@@ -46,44 +49,42 @@ class RTIController:
 
     Attributes
     ----------
+    ocp : MultipleShootingOCP
     dt : float
     model : Model
     feedback_times, preparation_times : list of float
         Seconds per sample of the two phases.
     """
 
-    def __init__(self, ocp: MultipleShootingOCP, *, qp_solver: str = "qrqp",
+    def __init__(self, ocp: MultipleShootingOCP, *, qp_solver: QPSolver = "qrqp",
                  initialize_with_ipopt: bool = True) -> None:
         if not isinstance(ocp, MultipleShootingOCP):
             raise ValueError(f"ocp must be a MultipleShootingOCP, got {type(ocp).__name__}")
-        if qp_solver not in QP_SOLVERS:
-            raise ValueError(f"qp_solver must be one of {', '.join(QP_SOLVERS)}, got {qp_solver!r}")
-        if ocp._nh or ocp._nc:
+        qp_solver = _validate.choice(qp_solver, QP_SOLVERS, "qp_solver")
+        if ocp.layout.nh or ocp.layout.nc:
             raise ValueError("RTIController supports bounds only: drop path_constraints/terminal_constraints")
         self.ocp, self.model, self.dt = ocp, ocp.model, ocp.dt
-        self.initialize_with_ipopt = initialize_with_ipopt
+        self.initialize_with_ipopt = _validate.flag(initialize_with_ipopt, "initialize_with_ipopt")
         self.feedback_times: list[float] = []
         self.preparation_times: list[float] = []
         self._build(qp_solver)
         self.reset()
 
-    def _build(self, qp_solver: str) -> None:
+    def _build(self, qp_solver: QPSolver) -> None:
         ocp = self.ocp
-        N, nx, nu = ocp.horizon, ocp.nx, ocp.nu
-        L = ocp._layout
-        nw = ocp._n_w
+        L = ocp.layout
+        N, nx, nu, nw = L.horizon, L.nx, L.nu, L.n_w
         F = build_integrator(ocp.model, ocp.method, ocp.steps, "forward", name=f"{ocp.model.name}_rti_step")
         wb = ca.SX.sym("wb", nw)
-        P = ca.SX.sym("P", ocp._nlp["p"].numel())
-        xr = ca.reshape(P[nx:nx + nx * (N + 1)], nx, N + 1)
-        ur = ca.reshape(P[nx + nx * (N + 1):nx + nx * (N + 1) + nu * N], nu, N)
-        p = P[nx + nx * (N + 1) + nu * N: nx + nx * (N + 1) + nu * N + ocp.np]
-        t0 = P[-1]
-        Xb = ca.horzcat(*[wb[L.x_idx[k]] for k in range(N)])
-        Ub = ca.horzcat(*[wb[L.u_idx[k]] for k in range(N)])
+        P = ca.SX.sym("P", L.n_p)
+        par = L.unpack_parameters(P)
+        xr, ur, p, t0 = par["x_ref"], par["u_ref"], par["p"], par["t0"]
+        Xb = ca.horzcat(*L.states(wb)[:N])
+        Ub = ca.horzcat(*L.inputs(wb))
         Fn, A, B = F.map(N)(Xb, Ub, ca.repmat(p, 1, N), t0 + ca.DM(np.arange(N) * ocp.dt).T, ocp.dt)
 
-        # Constraint rows: x_0 = x0, then -A_k x_k - B_k u_k + x_{k+1} = F_k - A_k xb_k - B_k ub_k.
+        # Constraint rows (the OCP's g without path and terminal rows): x_0 = x0,
+        # then -A_k x_k - B_k u_k + x_{k+1} = F_k - A_k xb_k - B_k ub_k.
         rows = [ca.SX(nx, nw)]
         rows[0][:, L.x_idx[0]] = ca.SX.eye(nx)
         rhs = [ca.SX.zeros(nx)]
@@ -109,21 +110,20 @@ class RTIController:
             g[L.u_idx[k]] = -2 * ca.mtimes(ca.DM(ocp.R), ur[:, k])
         self._H = ca.sparsify(H)
         self._data = ca.Function("rti_qp_data", [wb, P], [Acon, b, g], ["wb", "P"], ["A", "b", "g"], {"cse": True})
-        opts: dict = {"error_on_fail": False}
+        opts: dict[str, Any] = {"error_on_fail": False}
         if qp_solver == "qrqp":
             opts.update({"print_iter": False, "print_header": False, "print_info": False})
         else:
             opts.update({"osqp": {"verbose": False, "eps_abs": 1e-9, "eps_rel": 1e-9, "max_iter": 10000,
                                   "polish": True}})
         self._qp = ca.conic("rti_qp", qp_solver, {"h": self._H.sparsity(), "a": Acon.sparsity()}, opts)
-        self._x0_rows = np.arange(nx)
 
     def reset(self) -> None:
         """Forget the trajectory guess; the next `step` initialises again."""
-        self._wbar: np.ndarray | None = None
-        self._lam_a = None
-        self._lam_x = None
-        self._prepared = None
+        self._wbar: npt.NDArray[np.float64] | None = None
+        self._lam_a: npt.NDArray[np.float64] | None = None
+        self._lam_x: npt.NDArray[np.float64] | None = None
+        self._prepared: tuple[Any, npt.NDArray[np.float64], npt.NDArray[np.float64]] | None = None
         self.feedback_times.clear()
         self.preparation_times.clear()
 
@@ -131,36 +131,36 @@ class RTIController:
         t_start = time.perf_counter()
         P = self.ocp.parameters(np.zeros(self.ocp.nx), t0=t)
         A, b, g = self._data(self._wbar, P)
-        b = np.array(b).ravel()
-        self._prepared = (A, b, np.array(g).ravel())
+        self._prepared = (A, np.array(b).ravel(), np.array(g).ravel())
         self.preparation_times.append(time.perf_counter() - t_start)
 
-    def step(self, x: np.ndarray, t: float):
+    def step(self, x: npt.ArrayLike, t: float) -> ControlStep:
         """Feedback for the measured state `x` at time `t`; then prepare the next sample.
+
+        Parameters
+        ----------
+        x : array_like, shape (nx,)
+        t : float
 
         Returns
         -------
-        shooting.closed_loop.ControlStep
+        ControlStep
             ``u`` (nu,), ``solve_time`` (feedback + preparation seconds),
             ``success``, ``status`` (the QP solver's), ``iterations``.
         """
-        from shooting.closed_loop import ControlStep
-
         ocp = self.ocp
-        x = np.asarray(x, dtype=float).reshape(-1)
+        L = ocp.layout
+        xv = _validate.vector(x, ocp.nx, "x", broadcast=False)
         if self._wbar is None:
-            if self.initialize_with_ipopt:
-                sol = ocp.solve(x, t0=t)
-                self._wbar = sol.w.copy()
-            else:
-                self._wbar = ocp.initial_guess(x)
+            self._wbar = ocp.solve(xv, t0=t).w.copy() if self.initialize_with_ipopt else ocp.initial_guess(xv)
             self._prepare(t)
+        assert self._prepared is not None
         A, b, g = self._prepared
         lba, uba = b.copy(), b.copy()
-        lba[self._x0_rows] = x
-        uba[self._x0_rows] = x
+        lba[L.x0_idx] = xv
+        uba[L.x0_idx] = xv
         t_start = time.perf_counter()
-        args = dict(h=self._H, g=g, a=A, lba=lba, uba=uba, lbx=ocp._lbx, ubx=ocp._ubx, x0=self._wbar)
+        args: dict[str, Any] = dict(h=self._H, g=g, a=A, lba=lba, uba=uba, lbx=ocp.lbx, ubx=ocp.ubx, x0=self._wbar)
         if self._lam_a is not None:
             args.update(lam_a0=self._lam_a, lam_x0=self._lam_x)
         res = self._qp(**args)
@@ -168,23 +168,13 @@ class RTIController:
         self.feedback_times.append(feedback)
         stats = self._qp.stats()
         w = np.array(res["x"]).ravel()
-        L = ocp._layout
         u = np.clip(w[L.u_idx[0]], ocp.u_min, ocp.u_max)
-        # Shift: the solution one stage ahead is the next linearisation point.
-        xs, us = w[L.x_idx], w[L.u_idx]
-        wn = w.copy()
-        wn[L.x_idx] = np.vstack([xs[1:], xs[-1:]])
-        wn[L.u_idx] = np.vstack([us[1:], us[-1:]])
-        self._wbar = wn
-        # Duals shifted like the primal (rows: x_0 block, then one block per interval).
-        lam_a, lam_x = np.array(res["lam_a"]).ravel(), np.array(res["lam_x"]).ravel()
-        nx, N = ocp.nx, ocp.horizon
-        dyn = lam_a[nx:].reshape(N, nx)
-        lam_a[nx:] = np.vstack([dyn[1:], dyn[-1:]]).ravel()
-        lx, lu = lam_x[L.x_idx], lam_x[L.u_idx]
-        lam_x[L.x_idx] = np.vstack([lx[1:], lx[-1:]])
-        lam_x[L.u_idx] = np.vstack([lu[1:], lu[-1:]])
-        self._lam_a, self._lam_x = lam_a, lam_x
+        # Shift primal and dual values one stage: the next linearisation point
+        # and multiplier guess (the QP's rows are the OCP's initial-state and
+        # dynamics rows, laid out as in g).
+        self._wbar = L.shift_w(w)
+        self._lam_a = L.shift_g(np.array(res["lam_a"]).ravel())
+        self._lam_x = L.shift_w(np.array(res["lam_x"]).ravel())
         self._prepare(t + self.dt)
         return ControlStep(u=u, solve_time=feedback + self.preparation_times[-1],
                            success=bool(stats.get("success", True)), status=str(stats.get("return_status", "")),

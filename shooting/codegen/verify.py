@@ -10,8 +10,8 @@ Cortex-M4.
 Errors are normwise relative per output and vector:
 ``max|c - ref| / max(max|ref|, 1e-300)`` (for an embedded error estimate
 ``err``, relative to the scale of ``x_next``, of which it is a difference). Double builds must agree to
-`DOUBLE_TOLERANCE`; float builds are compared with the double reference
-evaluated at the float-rounded inputs, to `FLOAT_TOLERANCE`.
+`DOUBLE_C_TOLERANCE`; float builds are compared with the double reference
+evaluated at the float-rounded inputs, to `FLOAT_C_TOLERANCE`.
 """
 
 from __future__ import annotations
@@ -24,16 +24,17 @@ from pathlib import Path
 import casadi as ca
 import numpy as np
 
-from shooting import mps2_board, targets
-from shooting.export import CExport
+from shooting.codegen import qemu_mps2, toolchain
+from shooting.codegen.c_files import STEP_INPUTS, CExport
 from shooting.model import Model
 
-__all__ = ["DOUBLE_TOLERANCE", "FLOAT_TOLERANCE", "CheckReport", "make_vectors", "check_host", "check_cortex_m4",
-           "harness_source"]
+__all__ = ["DOUBLE_C_TOLERANCE", "FLOAT_C_TOLERANCE", "CheckReport", "check_cortex_m4", "check_host",
+           "harness_source", "make_vectors"]
 
-DOUBLE_TOLERANCE = 1e-12
-FLOAT_TOLERANCE = 1e-3
-
+#: Normwise relative error allowed between a double C build and CasADi.
+DOUBLE_C_TOLERANCE = 1e-12
+#: Normwise relative error allowed between a float C build and CasADi (double).
+FLOAT_C_TOLERANCE = 1e-3
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,7 @@ def make_vectors(F: ca.Function, model: Model | None = None, *, n: int = 8, dt: 
     vectors = []
     times = [0.0, 0.7, 2.3, 5.1]
     for k in range(n):
-        if model is not None and F.name_in() == ["x", "u", "p", "t0", "dt"]:
+        if model is not None and F.name_in() == STEP_INPUTS:
             lo = np.where(np.isfinite(model.u_min), model.u_min, model.u0 - 1.0)
             hi = np.where(np.isfinite(model.u_max), model.u_max, model.u0 + 1.0)
             vec = [model.x0 + 0.3 * rng.normal(size=model.nx), rng.uniform(lo, hi), model.p0.copy(),
@@ -133,7 +134,7 @@ def harness_source(export: CExport, F: ca.Function, vectors: Sequence[Sequence[n
                  f"  for (i = 0; i < n; ++i) printf(\" %.{digits}g\", (double)v[i]);\n"
                  "  printf(\"\\n\");\n}\n")
     lines.append("int main(void) {\n  int status = 0;")
-    for j, vec in enumerate(vectors):
+    for j in range(len(vectors)):
         lines.append(f"  printf(\"v{j}\\n\");")
         if step:
             outs = F.name_out()
@@ -170,7 +171,7 @@ def _parse(stdout: str, F: ca.Function, n_vectors: int) -> list[list[np.ndarray]
 
 def _compare(F: ca.Function, vectors, results, real: str) -> dict[str, float]:
     worst = {F.name_out(i): 0.0 for i in range(F.n_out())}
-    for vec, got in zip(vectors, results):
+    for vec, got in zip(vectors, results, strict=True):
         if real == "float":
             vec = [v.astype(np.float32).astype(float) for v in vec]
         ref = F.call([ca.DM(v) for v in vec])
@@ -202,20 +203,18 @@ def _write_sources(export: CExport, directory: Path, harness: str) -> list[Path]
 def check_host(export: CExport, F: ca.Function, vectors: Sequence[Sequence[np.ndarray]]) -> CheckReport:
     """Compile with the host gcc (-std=c99 -Wall -Wextra -pedantic -Werror), run, compare."""
     real = export.manifest["real"]
-    tol = FLOAT_TOLERANCE if real == "float" else DOUBLE_TOLERANCE
+    tol = FLOAT_C_TOLERANCE if real == "float" else DOUBLE_C_TOLERANCE
     extra = ("-Wdouble-promotion",) if real == "float" else ()
     with tempfile.TemporaryDirectory(prefix="shooting_check_") as tmp:
         d = Path(tmp)
         sources = _write_sources(export, d, harness_source(export, F, vectors))
-        lib = targets.compile_host([sources[0]], d / "lib.o", extra_flags=extra, link=False)
+        lib = toolchain.compile_host([sources[0]], d / "lib.o", extra_flags=extra, link=False)
         if not lib.ok:
             return CheckReport("host", real, len(vectors), {}, tol, False, lib.stderr)
-        exe = targets.compile_host(sources, d / "check", extra_flags=("-Wno-double-promotion",))
+        exe = toolchain.compile_host(sources, d / "check", extra_flags=("-Wno-double-promotion",))
         if not exe.ok:
             return CheckReport("host", real, len(vectors), {}, tol, False, exe.stderr)
-        import subprocess
-
-        run = subprocess.run([str(d / "check")], capture_output=True, text=True, timeout=300)
+        run = toolchain.run_tool([str(d / "check")], "the host check program", timeout=300.0)
         if run.returncode != 0:
             return CheckReport("host", real, len(vectors), {}, tol, False,
                                f"harness exited with {run.returncode}: {run.stderr[-500:]}")
@@ -227,11 +226,11 @@ def check_host(export: CExport, F: ca.Function, vectors: Sequence[Sequence[np.nd
 def check_cortex_m4(export: CExport, F: ca.Function, vectors: Sequence[Sequence[np.ndarray]]) -> CheckReport:
     """Build the harness for an emulated Cortex-M4 (QEMU mps2-an386), run it, compare."""
     real = export.manifest["real"]
-    tol = FLOAT_TOLERANCE if real == "float" else DOUBLE_TOLERANCE
+    tol = FLOAT_C_TOLERANCE if real == "float" else DOUBLE_C_TOLERANCE
     with tempfile.TemporaryDirectory(prefix="shooting_m4_") as tmp:
         d = Path(tmp)
         sources = _write_sources(export, d, harness_source(export, F, vectors))
-        result = mps2_board.run_on_cortex_m4(sources, include_dirs=(d,), workdir=d)
+        result = qemu_mps2.run_on_cortex_m4(sources, include_dirs=(d,), workdir=d)
         if result.exit_code != 0:
             return CheckReport("cortex-m4", real, len(vectors), {}, tol, False,
                                f"harness exited with {result.exit_code}: {result.stdout[-500:]}")

@@ -262,7 +262,7 @@ class ElementaryWeights:
             phi = [1] * self.s
             for child in _TABLE.children[k]:
                 aphi = self._aphi[child]
-                phi = [p * q for p, q in zip(phi, aphi)]
+                phi = [p * q for p, q in zip(phi, aphi, strict=True)]
             self._phi.append(phi)
             self._aphi.append(
                 [sum(a * phi[j] for j, a in cols) for cols in self._cols]
@@ -278,7 +278,7 @@ class ElementaryWeights:
 
     def _scaled_weight(self, b_int: Sequence[int], tid: int) -> int:
         self._ensure(tid)
-        return sum(x * p for x, p in zip(b_int, self._phi[tid]) if x)
+        return sum(x * p for x, p in zip(b_int, self._phi[tid], strict=True) if x)
 
     def order(self, b: Vector, max_order: int = MAX_TREE_ORDER) -> int:
         """Highest ``p <= max_order`` such that all trees ``|t| <= p`` hold.
@@ -313,7 +313,7 @@ class ElementaryWeights:
 def elementary_weight(A: Matrix, b: Vector, tree: Tree) -> Fraction:
     """``b^T Phi(t)``, exactly; equals ``1/gamma(t)`` iff the condition of ``t`` holds."""
     phi = ElementaryWeights(A).stage_vector(tree)
-    return sum((Fraction(x) * p for x, p in zip(b, phi)), Fraction(0))
+    return sum((Fraction(x) * p for x, p in zip(b, phi, strict=True)), Fraction(0))
 
 
 def order_from_trees(
@@ -386,18 +386,18 @@ def simplifying_assumptions(
     # B(p): quadrature conditions sum_i b_i c_i^(k-1) = 1/k.
     p = 0
     powers = [Fraction(1)] * s  # c^(k-1)
-    while p < limit and close(sum(x * y for x, y in zip(b, powers)), Fraction(1, p + 1), p + 1):
+    while p < limit and close(sum(x * y for x, y in zip(b, powers, strict=True)), Fraction(1, p + 1), p + 1):
         p += 1
-        powers = [x * y for x, y in zip(powers, c)]
+        powers = [x * y for x, y in zip(powers, c, strict=True)]
 
     # C(q): sum_j a_ij c_j^(k-1) = c_i^k / k for every row i.
     q = 0
     powers = [Fraction(1)] * s
     while q < limit:
         k = q + 1
-        nxt = [x * y for x, y in zip(powers, c)]
+        nxt = [x * y for x, y in zip(powers, c, strict=True)]
         if not all(
-            close(sum(a * y for a, y in zip(row, powers)), nxt[i] / k, k)
+            close(sum(a * y for a, y in zip(row, powers, strict=True)), nxt[i] / k, k)
             for i, row in enumerate(A)
         ):
             break
@@ -408,8 +408,8 @@ def simplifying_assumptions(
     powers = [Fraction(1)] * s
     while r < limit:
         k = r + 1
-        weights = [x * y for x, y in zip(b, powers)]
-        c_k = [y * x for x, y in zip(powers, c)]
+        weights = [x * y for x, y in zip(b, powers, strict=True)]
+        c_k = [y * x for x, y in zip(powers, c, strict=True)]
         if not all(
             close(
                 sum(weights[i] * A[i][j] for i in range(s)),

@@ -3,7 +3,7 @@
 The Function maps ``(x, u, p, t0, dt)`` to ``(x_next, A, B[, err])`` where
 ``x_next`` is N substeps of length dt/N of the chosen Runge-Kutta method and
 ``A = dx_next/dx``, ``B = dx_next/du`` are the exact derivatives of that
-discrete map (see `shooting.substep`).
+discrete map (see `shooting.integrate.substep`).
 
 Substep loop. Few substeps are unrolled into one flat SX function (fastest:
 no call overhead, common subexpressions shared, identity seeds of the first
@@ -19,18 +19,21 @@ much for a microcontroller at N = 200.)
 
 from __future__ import annotations
 
-import re
+import weakref
+from dataclasses import dataclass
 
 import casadi as ca
 import numpy as np
 
-from shooting.catalogue import get_tableau
+from shooting import _validate
+from shooting.integrate.substep import SubstepBuilder
 from shooting.model import Model
-from shooting.substep import SENSITIVITY_MODES, SubstepBuilder
-from shooting.tableau import ButcherTableau
+from shooting.options import NEWTON_METHODS, SENSITIVITIES, NewtonMethod, Sensitivities
+from shooting.tableaus.catalogue import get_tableau
+from shooting.tableaus.tableau import ButcherTableau
 
-__all__ = ["build_integrator", "DEFAULT_NEWTON_ITERATIONS", "DEFAULT_SIMPLIFIED_NEWTON_ITERATIONS",
-           "UNROLL_MAX_STEPS"]
+__all__ = ["DEFAULT_NEWTON_ITERATIONS", "DEFAULT_SIMPLIFIED_NEWTON_ITERATIONS", "INPUT_NAMES", "UNROLL_MAX_STEPS",
+           "StepInfo", "build_integrator", "newton_iterations_for", "resolve_tableau", "step_info"]
 
 #: Newton steps on the stage equations of implicit tableaus (see
 #: tests/test_implicit.py: converged to rounding on every built-in model at its
@@ -44,10 +47,81 @@ DEFAULT_SIMPLIFIED_NEWTON_ITERATIONS = 8
 #: `unroll` is not given (measured by scripts/bench_integrators.py).
 UNROLL_MAX_STEPS = 4
 
+#: Input names of every step Function, in order.
 INPUT_NAMES = ["x", "u", "p", "t0", "dt"]
 
 
-def _resolve_tableau(method: str | ButcherTableau) -> ButcherTableau:
+@dataclass(frozen=True)
+class StepInfo:
+    """How a step Function was built (what `build_integrator` was given, resolved).
+
+    Parameters
+    ----------
+    model : Model
+    tableau : ButcherTableau
+    steps : int
+        Substeps per shooting interval.
+    sensitivities : {"forward", "ad", "variational", "none"}
+    newton : {"full", "simplified"} or None
+        None for explicit tableaus.
+    newton_iterations : int or None
+        None for explicit tableaus.
+    unrolled : bool
+        All substeps in one flat function (else binary doubling).
+    """
+
+    model: Model
+    tableau: ButcherTableau
+    steps: int
+    sensitivities: Sensitivities
+    newton: NewtonMethod | None
+    newton_iterations: int | None
+    unrolled: bool
+
+
+# Step Functions built here, with how they were built (weak keys: an entry
+# goes when its Function does). Lets the C export draw test vectors around
+# the model's nominal point and record the model and tableau in the manifest.
+_BUILT: weakref.WeakKeyDictionary[ca.Function, StepInfo] = weakref.WeakKeyDictionary()
+
+
+def step_info(F: ca.Function) -> StepInfo | None:
+    """How `F` was built, if `build_integrator` built it (in this process), else None.
+
+    Parameters
+    ----------
+    F : casadi.Function
+
+    Returns
+    -------
+    StepInfo or None
+    """
+    try:
+        return _BUILT.get(F)
+    except TypeError:  # not weak-referenceable: not ours
+        return None
+
+
+def newton_iterations_for(newton: NewtonMethod, newton_iterations: int | None = None) -> int:
+    """The number of Newton steps `build_integrator` uses: `newton_iterations`, or the default for `newton`.
+
+    Parameters
+    ----------
+    newton : {"full", "simplified"}
+    newton_iterations : int, optional
+
+    Returns
+    -------
+    int
+    """
+    newton = _validate.choice(newton, NEWTON_METHODS, "newton")
+    if newton_iterations is None:
+        return DEFAULT_SIMPLIFIED_NEWTON_ITERATIONS if newton == "simplified" else DEFAULT_NEWTON_ITERATIONS
+    return _validate.integer(newton_iterations, "newton_iterations", minimum=1)
+
+
+def resolve_tableau(method: str | ButcherTableau) -> ButcherTableau:
+    """A catalogue name or a tableau, as a `ButcherTableau` (ValueError for anything else)."""
     if isinstance(method, ButcherTableau):
         return method
     if isinstance(method, str):
@@ -58,20 +132,14 @@ def _resolve_tableau(method: str | ButcherTableau) -> ButcherTableau:
     )
 
 
-def _check_int(value: object, what: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{what} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
 def build_integrator(
     model: Model,
     method: str | ButcherTableau = "rk4",
     steps: int = 1,
-    sensitivities: str = "forward",
+    sensitivities: Sensitivities = "forward",
     *,
     newton_iterations: int | None = None,
-    newton: str = "full",
+    newton: NewtonMethod = "full",
     unroll: bool | None = None,
     name: str | None = None,
 ) -> ca.Function:
@@ -89,8 +157,8 @@ def build_integrator(
         evaluated at t_n + c_i dt/N.
     sensitivities : {"forward", "ad", "variational", "none"}, default "forward"
         How A and B are computed (all exact derivatives of the discrete map;
-        they agree to rounding). "forward", the stage-wise propagation of the
-        seed notes, has the fewest CasADi instructions on the built-in models.
+        they agree to rounding). "forward", the stage-wise propagation,
+        has the fewest CasADi instructions on the built-in models.
         "none" omits the outputs A and B.
     newton_iterations : int, optional
         Newton steps on the stage equations of implicit tableaus (default
@@ -128,24 +196,18 @@ def build_integrator(
     """
     if not isinstance(model, Model):
         raise ValueError(f"model must be a shooting.Model (see shooting.load_model), got {type(model).__name__}")
-    tab = _resolve_tableau(method)
-    steps = _check_int(steps, "steps", 1)
-    if sensitivities not in SENSITIVITY_MODES:
-        raise ValueError(f"sensitivities must be one of {', '.join(SENSITIVITY_MODES)}; got {sensitivities!r}")
-    if newton not in ("full", "simplified"):
-        raise ValueError(f"newton must be 'full' or 'simplified', got {newton!r}")
-    if newton_iterations is None:
-        newton_iterations = DEFAULT_SIMPLIFIED_NEWTON_ITERATIONS if newton == "simplified" \
-            else DEFAULT_NEWTON_ITERATIONS
-    newton_iterations = _check_int(newton_iterations, "newton_iterations", 1)
+    tab = resolve_tableau(method)
+    steps = _validate.integer(steps, "steps", minimum=1)
+    sensitivities = _validate.choice(sensitivities, SENSITIVITIES, "sensitivities")
+    newton_iterations = newton_iterations_for(newton, newton_iterations)
     if unroll is None:
         unroll = steps <= UNROLL_MAX_STEPS
-    elif not isinstance(unroll, bool):
-        raise ValueError(f"unroll must be True, False or None, got {unroll!r}")
+    else:
+        unroll = _validate.flag(unroll, "unroll")
     if name is None:
-        name = re.sub(r"\W", "_", f"{model.name}_{tab.name or 'rk'}")
-    elif not isinstance(name, str) or not re.match(r"^[A-Za-z_]\w*$", name):
-        raise ValueError(f"name {name!r} is not an identifier (letters, digits, '_')")
+        name = _validate.sanitized_identifier(f"{model.name}_{tab.name or 'rk'}")
+    else:
+        name = _validate.identifier(name, "name")
 
     builder = SubstepBuilder(
         f=model.f,
@@ -161,6 +223,8 @@ def build_integrator(
     assemble = _unrolled if unroll else _doubled
     F = assemble(builder, steps, name)
     assert not F.has_free(), "integrator Function has free symbols"
+    _BUILT[F] = StepInfo(model, tab, steps, sensitivities, None if tab.explicit else newton,
+                         None if tab.explicit else newton_iterations, unroll)
     return F
 
 
@@ -239,7 +303,7 @@ def _doubled(builder: SubstepBuilder, steps: int, name: str) -> ca.Function:
     while len(levels) < steps.bit_length():
         prev, k = levels[-1], len(levels)
         mx_in = [ca.MX.sym(n, prev.sparsity_in(i)) for i, n in enumerate(in_names)]
-        a = dict(zip(in_names, mx_in))
+        a = dict(zip(in_names, mx_in, strict=True))
         first = prev.call(a)
         second = prev.call({**a, "x": first["x_next"], **({"S": first["S_next"]} if sens else {}),
                             "t": a["t"] + float(2 ** (k - 1)) * a["h"]})

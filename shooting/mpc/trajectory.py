@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,22 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from shooting.files import write_atomic
+from shooting import _validate
+from shooting._files import compact_json, write_atomic
 
 __all__ = ["Trajectory"]
-
-
-def _vector(value: object, n: int, what: str) -> np.ndarray:
-    """`value` as a finite float vector of length `n`, or ValueError naming `what`."""
-    try:
-        arr = np.asarray(value, dtype=float).reshape(-1)
-    except (TypeError, ValueError):
-        raise ValueError(f"{what} must be {n} numbers, got {value!r}") from None
-    if arr.size != n:
-        raise ValueError(f"{what} has {arr.size} entries but needs {n}")
-    if not np.isfinite(arr).all():
-        raise ValueError(f"{what} contains NaN or inf: {arr}")
-    return arr
 
 
 def _finite_or_none(values: np.ndarray) -> list:
@@ -41,12 +28,6 @@ def _finite_or_none(values: np.ndarray) -> list:
 
 def _rows(a: np.ndarray) -> list[list]:
     return [_finite_or_none(row) for row in np.asarray(a, dtype=float)]
-
-
-def _json_text(data: dict[str, Any]) -> str:
-    """JSON with one top-level key per line and each value compact (rows stay on one line)."""
-    items = [f" {json.dumps(key)}: {json.dumps(value, allow_nan=False)}" for key, value in data.items()]
-    return "{\n" + ",\n".join(items) + "\n}\n"
 
 
 @dataclass(eq=False)
@@ -172,8 +153,8 @@ class Trajectory:
         R = self.R if R is None else R
         if Q is not None and R is not None:
             nx, nu = self.x.shape[1], self.u.shape[1]
-            Qm = np.diag(_vector(Q, nx, "Q")) if np.ndim(Q) == 1 else np.asarray(Q, dtype=float).reshape(nx, nx)
-            Rm = np.diag(_vector(R, nu, "R")) if np.ndim(R) == 1 else np.asarray(R, dtype=float).reshape(nu, nu)
+            Qm = _validate.weight(Q, nx, "Q")
+            Rm = _validate.weight(R, nu, "R")
             dx = self.x[:-1] - (0.0 if self.x_ref is None else self.x_ref)
             du = self.u - (0.0 if self.u_ref is None else self.u_ref)
             out["closed_loop_cost"] = float(np.einsum("ki,ij,kj->", dx, Qm, dx) + np.einsum("ki,ij,kj->", du, Rm, du))
@@ -218,7 +199,7 @@ class Trajectory:
         -------
         Path
         """
-        return write_atomic(Path(path), _json_text(self.to_dict()).encode())
+        return write_atomic(Path(path), compact_json(self.to_dict()).encode())
 
     def save_csv(self, path: str | os.PathLike[str]) -> Path:
         """Write one row per sampling instant: ``t, <states>, <inputs>, solve_time``.

@@ -289,7 +289,7 @@ class CEmitter:
                 dst = buffer(outs[0], n, {src.base for src in srcs})
                 template = _BINARY[op] if arity == 2 else _UNARY[op]
                 for j in range(n):
-                    vals = [src.read(j if size == n else 0) for src, size in zip(srcs, sizes)]
+                    vals = [src.read(j if size == n else 0) for src, size in zip(srcs, sizes, strict=True)]
                     body.append(f"  {dst.base}[{j}] = {self._fmt(template, *vals)};")
                 refs[outs[0]] = dst
             elif op in (ca.OP_HORZCAT, ca.OP_VERTCAT):

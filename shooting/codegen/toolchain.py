@@ -11,7 +11,7 @@ Dependency-free (standard library only) helpers for the C exporter and its
 - `undefined_symbols` / `double_precision_symbols`: which library routines an
   object needs, e.g. to prove that float-only code pulls in no software double
   arithmetic (``__aeabi_dmul`` ...) and no double libm (``sin`` ...).
-- Running on QEMU's emulated Cortex-M4 board lives in `shooting.mps2_board`.
+- Running on QEMU's emulated Cortex-M4 board lives in `shooting.codegen.qemu_mps2`.
 
 All tools are found on ``PATH``; a missing one raises `ToolchainError` whose
 message names the Debian package to install.
@@ -19,7 +19,6 @@ message names the Debian package to install.
 
 from __future__ import annotations
 
-import functools
 import re
 import shutil
 import subprocess
@@ -38,10 +37,10 @@ __all__ = [
     "compile_cortex_m4",
     "compile_host",
     "double_precision_symbols",
+    "ARM_PACKAGES",
     "find_tool",
-    "have_cortex_m4_toolchain",
     "have_host_compiler",
-    "have_qemu",
+    "run_tool",
     "undefined_symbols",
 ]
 
@@ -56,13 +55,14 @@ M4_CFLAGS = ("-mcpu=cortex-m4", "-mthumb", "-mfpu=fpv4-sp-d16", "-mfloat-abi=har
 #: software double routine on the single-precision FPU.
 M4_WARNING_FLAGS = ("-std=c99", "-Wall", "-Wextra", "-pedantic", "-Wdouble-promotion")
 
-_ARM_PACKAGES = "gcc-arm-none-eabi libnewlib-arm-none-eabi"
+#: Debian packages of the Cortex-M4 cross compiler and its C library.
+ARM_PACKAGES = "gcc-arm-none-eabi libnewlib-arm-none-eabi"
 
 #: Debian/Ubuntu packages that provide each tool.
 _APT_PACKAGES = {
     "gcc": "gcc",
     "nm": "binutils",
-    "arm-none-eabi-gcc": _ARM_PACKAGES,
+    "arm-none-eabi-gcc": ARM_PACKAGES,
     "arm-none-eabi-size": "binutils-arm-none-eabi",
     "arm-none-eabi-nm": "binutils-arm-none-eabi",
     "qemu-system-arm": "qemu-system-arm",
@@ -102,8 +102,22 @@ def find_tool(name: str) -> str:
     return path
 
 
-def _run(cmd: list[str], tool: str, timeout: float, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """Run a command to completion, turning launch failures and timeouts into `ToolchainError`."""
+def run_tool(cmd: list[str], tool: str, timeout: float, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run a command to completion, turning launch failures and timeouts into `ToolchainError`.
+
+    Parameters
+    ----------
+    cmd : list of str
+    tool : str
+        The tool's name for messages.
+    timeout : float
+        Seconds.
+    cwd : pathlib.Path, optional
+
+    Returns
+    -------
+    subprocess.CompletedProcess
+    """
     try:
         return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd)
     except subprocess.TimeoutExpired as exc:
@@ -123,53 +137,6 @@ def have_host_compiler() -> bool:
     bool
     """
     return shutil.which("gcc") is not None
-
-
-@functools.lru_cache(maxsize=None)
-def have_cortex_m4_toolchain() -> bool:
-    """Whether the Cortex-M4 toolchain works: compiler, binutils and newlib.
-
-    Checked once per process by linking a trivial ``printf`` program with
-    `MPS2_AN386_STARTUP`, `MPS2_AN386_LINKER_SCRIPT` and newlib's semihosting
-    (``rdimon``) and ``libm``.
-
-    Returns
-    -------
-    bool
-    """
-    if not all(shutil.which(t) for t in ("arm-none-eabi-gcc", "arm-none-eabi-size", "arm-none-eabi-nm")):
-        return False
-    with tempfile.TemporaryDirectory(prefix="shooting-m4-probe-") as tmp:
-        source = Path(tmp) / "probe.c"
-        source.write_text(
-            "#include <math.h>\n#include <stdio.h>\n"
-            "int main(void) { printf(\"%g\\n\", (double)sinf(0.5f)); return 0; }\n"
-        )
-        try:
-            from shooting.mps2_board import _build_m4_elf  # the board module builds on this one
-
-            _build_m4_elf([source], Path(tmp), (), (), "-O2", timeout=120.0)
-        except ToolchainError:
-            return False
-    return True
-
-
-@functools.lru_cache(maxsize=None)
-def have_qemu() -> bool:
-    """Whether ``qemu-system-arm`` is on ``PATH`` and has the ``mps2-an386`` machine.
-
-    Returns
-    -------
-    bool
-    """
-    qemu = shutil.which("qemu-system-arm")
-    if qemu is None:
-        return False
-    try:
-        proc = subprocess.run([qemu, "-machine", "help"], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return proc.returncode == 0 and re.search(r"^mps2-an386\s", proc.stdout, re.MULTILINE) is not None
 
 
 # --------------------------------------------------------------------------- host
@@ -251,7 +218,7 @@ def compile_host(
     else:
         cmd += ["-c", str(sources[0]), "-o", str(output)]
     start = time.perf_counter()
-    proc = _run(cmd, "gcc", timeout=600.0)
+    proc = run_tool(cmd, "gcc", timeout=600.0)
     return CompileResult(proc.returncode == 0, cmd, proc.stderr, time.perf_counter() - start)
 
 
@@ -446,12 +413,12 @@ def compile_cortex_m4(
             *extra_flags, "-c", str(source), "-o", str(obj),
         ]
         start = time.perf_counter()
-        proc = _run(cmd, "arm-none-eabi-gcc", timeout=600.0, cwd=tmpdir)
+        proc = run_tool(cmd, "arm-none-eabi-gcc", timeout=600.0, cwd=tmpdir)
         result = CompileResult(proc.returncode == 0, cmd, proc.stderr, time.perf_counter() - start)
         if not result.ok:
             return result, None
 
-        sized = _run([size_tool, "-B", str(obj)], "arm-none-eabi-size", timeout=60.0)
+        sized = run_tool([size_tool, "-B", str(obj)], "arm-none-eabi-size", timeout=60.0)
         lines = sized.stdout.splitlines()
         if sized.returncode != 0 or len(lines) < 2:
             raise ToolchainError(f"arm-none-eabi-size failed on {obj.name}: {sized.stderr.strip()}")
@@ -519,7 +486,7 @@ def undefined_symbols(object_file: Path, *, nm: str | None = None) -> list[str]:
     if nm is None:
         nm = "arm-none-eabi-nm" if _is_arm_elf(object_file) else "nm"
     tool = find_tool(nm)
-    proc = _run([tool, "-u", str(object_file)], nm, timeout=60.0)
+    proc = run_tool([tool, "-u", str(object_file)], nm, timeout=60.0)
     if proc.returncode != 0:
         raise ToolchainError(f"{nm} failed on {object_file}: {proc.stderr.strip()}")
     names = {line.split()[-1] for line in proc.stdout.splitlines() if line.strip() and not line.endswith(":")}

@@ -1,0 +1,354 @@
+"""Validation of user input, in one place: every check raises ValueError naming the culprit and the fix.
+
+`what` is the name the user wrote (``"steps"``, ``"Scenario.Q"``); messages
+read ``"<what> must be ..., got <value>"``. Everything returns a normalised
+copy (a plain ``int``/``float``, a new float64 array), never the caller's
+object.
+"""
+
+from __future__ import annotations
+
+import keyword
+import math
+import numbers
+import re
+from collections.abc import Iterable
+from typing import TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = [
+    "C_RESERVED",
+    "array",
+    "bounds",
+    "choice",
+    "flag",
+    "identifier",
+    "integer",
+    "names",
+    "positive_real",
+    "real",
+    "sanitized_identifier",
+    "stage_rows",
+    "vector",
+    "weight",
+]
+
+FloatArray = npt.NDArray[np.float64]
+_S = TypeVar("_S", bound=str)
+
+#: Names a generated C symbol must not take: the C99 keywords and the names
+#: of the C library that generated code or its harness may see (math.h,
+#: stdio.h, stdlib.h, string.h, stdint.h), since NAME becomes a C function,
+#: file and macro prefix.
+C_RESERVED = frozenset(
+    "auto break case char const continue default do double else enum extern float for goto if inline int "
+    "long register restrict return short signed sizeof static struct switch typedef union unsigned void "
+    "volatile while _Bool _Complex _Imaginary "
+    "main printf fprintf sprintf snprintf puts putchar scanf exit abort malloc calloc realloc free memcpy "
+    "memset memmove strlen strcmp stdin stdout stderr errno assert NULL FILE size_t int8_t int16_t int32_t "
+    "int64_t uint8_t uint16_t uint32_t uint64_t "
+    "acos acosh asin asinh atan atan2 atanh cbrt ceil copysign cos cosh erf erfc exp exp2 expm1 fabs fdim "
+    "floor fma fmax fmin fmod frexp hypot ldexp lgamma log log10 log1p log2 modf nan pow remainder round "
+    "sin sinh sqrt tan tanh tgamma trunc".split()
+)
+
+_IDENTIFIER = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+
+
+def _show(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def integer(value: object, what: str, *, minimum: int | None = None, maximum: int | None = None) -> int:
+    """An integer in [minimum, maximum] (bools are not integers).
+
+    Parameters
+    ----------
+    value : object
+    what : str
+        The name the user wrote, for the message.
+    minimum, maximum : int, optional
+        Inclusive limits.
+
+    Returns
+    -------
+    int
+    """
+    if not _is_int(value):
+        raise ValueError(f"{what} must be an integer{_range(minimum, maximum)}, got {_show(value)}")
+    result = int(value)  # type: ignore[call-overload]
+    if (minimum is not None and result < minimum) or (maximum is not None and result > maximum):
+        raise ValueError(f"{what} must be an integer{_range(minimum, maximum)}, got {_show(value)}")
+    return result
+
+
+def _range(minimum: float | None, maximum: float | None) -> str:
+    if minimum is not None and maximum is not None:
+        return f" in {minimum:g}..{maximum:g}"
+    if minimum is not None:
+        return f" >= {minimum:g}"
+    if maximum is not None:
+        return f" <= {maximum:g}"
+    return ""
+
+
+def real(value: object, what: str, *, minimum: float | None = None, positive: bool = False,
+         allow_inf: bool = False) -> float:
+    """A real number (int, float, numpy scalar; not bool, not str), finite unless `allow_inf`.
+
+    Parameters
+    ----------
+    value : object
+    what : str
+    minimum : float, optional
+        Inclusive lower limit.
+    positive : bool
+        Require ``value > 0``.
+    allow_inf : bool
+        Accept +-inf (never NaN).
+
+    Returns
+    -------
+    float
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{what} must be a number, got {_show(value)} ({type(value).__name__})")
+    number = float(value)
+    if math.isnan(number) or (math.isinf(number) and not allow_inf):
+        raise ValueError(f"{what} must be a finite number, got {_show(value)}")
+    if positive and not number > 0:
+        raise ValueError(f"{what} must be a positive number, got {_show(value)}")
+    if minimum is not None and number < minimum:
+        raise ValueError(f"{what} must be a number >= {minimum:g}, got {_show(value)}")
+    return number
+
+
+def positive_real(value: object, what: str) -> float:
+    """A finite number > 0 (a step, a sampling time, a tolerance)."""
+    return real(value, what, positive=True)
+
+
+def flag(value: object, what: str) -> bool:
+    """A bool (``True``/``False``; numpy bools too)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{what} must be True or False, got {_show(value)}")
+    return bool(value)
+
+
+def choice(value: object, allowed: tuple[_S, ...], what: str) -> _S:
+    """One of the `allowed` strings (see `shooting.options`).
+
+    Returns
+    -------
+    str
+        `value`, typed as the option's Literal.
+    """
+    for option in allowed:
+        if value == option and isinstance(value, str):
+            return option
+    raise ValueError(f"{what} must be one of {', '.join(repr(a) for a in allowed)}, got {_show(value)}")
+
+
+def identifier(name: object, what: str) -> str:
+    """A name that is valid for CasADi, for C and as a file stem.
+
+    Rule: an ASCII letter, then letters, digits and single underscores (no
+    ``__``, which C reserves and CasADi rejects, no trailing ``_``), not a C
+    keyword, not a name of the C library (`C_RESERVED`), not a Python keyword.
+
+    Returns
+    -------
+    str
+    """
+    if not isinstance(name, str):
+        raise ValueError(f"{what} must be a string, got {_show(name)}")
+    fix = "use letters, digits and single underscores, starting with a letter"
+    if not _IDENTIFIER.match(name):
+        raise ValueError(f"{what} {name!r} is not an identifier: {fix}")
+    if "__" in name or name.endswith("_"):
+        raise ValueError(f"{what} {name!r} has a double or trailing underscore, which C reserves "
+                         f"and CasADi rejects: {fix}")
+    if name in C_RESERVED or keyword.iskeyword(name):
+        raise ValueError(f"{what} {name!r} is a reserved name in C or Python: choose another, "
+                         f"e.g. {name}_model")
+    return name
+
+
+def sanitized_identifier(text: str) -> str:
+    """`text` made into an `identifier`: runs of other characters become one ``_``.
+
+    ``"cartpole_rk2(alpha=1/2)"`` gives ``"cartpole_rk2_alpha_1_2"``; a result
+    that starts with a digit gets the prefix ``f_``, and a reserved one the
+    suffix ``_fn``.
+    """
+    name = re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_") or "f"
+    if not name[0].isalpha():
+        name = f"f_{name}"
+    if name in C_RESERVED or keyword.iskeyword(name):
+        name = f"{name}_fn"
+    return identifier(name, "name")
+
+
+def vector(value: object, n: int, what: str, *, default: float | None = None,
+           allow_inf: bool = False, broadcast: bool = True) -> FloatArray:
+    """A float vector of length `n`; with `broadcast`, a single number is repeated `n` times.
+
+    Parameters
+    ----------
+    value : array_like, shape (n,) or scalar, or None
+        None gives ``default`` repeated (an error when `default` is None).
+    n : int
+    what : str
+    default : float, optional
+    allow_inf : bool
+        Accept +-inf entries (bounds); NaN is always refused.
+    broadcast : bool
+        Repeat a single number (bounds, nominal values); False for a state,
+        which must be given whole.
+
+    Returns
+    -------
+    ndarray, shape (n,)
+    """
+    if value is None:
+        if default is None:
+            raise ValueError(f"{what} is required: give {n} number(s)")
+        return np.full(n, float(default))
+    if isinstance(value, (str, bytes)):
+        raise ValueError(f"{what} must be {n} number(s), got the string {_show(value)}")
+    try:
+        arr = np.array(value, dtype=float).reshape(-1)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} must be {n} number(s), got {_show(value)}") from None
+    if broadcast and arr.size == 1 and n != 1:
+        arr = np.full(n, float(arr[0]))
+    if arr.size != n:
+        raise ValueError(f"{what} has {arr.size} entries but needs {n}")
+    if np.isnan(arr).any():
+        raise ValueError(f"{what} contains NaN: give numbers" + (" (use +-inf for no bound)" if allow_inf else ""))
+    if not allow_inf and not np.isfinite(arr).all():
+        raise ValueError(f"{what} contains inf: give finite numbers")
+    return arr
+
+
+def stage_rows(value: object, rows: int, n: int, what: str) -> FloatArray:
+    """Per-stage values: one vector for every stage, or one row per stage.
+
+    Parameters
+    ----------
+    value : array_like, shape (n,), (1, n) or (rows, n), or None (zeros)
+    rows, n : int
+    what : str
+
+    Returns
+    -------
+    ndarray, shape (rows, n)
+    """
+    if value is None:
+        return np.zeros((rows, n))
+    try:
+        arr = np.array(value, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} must be numbers of shape ({n},) or ({rows}, {n}), got {_show(value)}") from None
+    if arr.shape in ((n,), (1, n)):
+        arr = np.tile(arr.reshape(1, n), (rows, 1))
+    if arr.shape != (rows, n) or not np.isfinite(arr).all():
+        raise ValueError(f"{what} must be finite numbers of shape ({n},) or ({rows}, {n}), got shape "
+                         f"{np.shape(value)}")
+    return arr
+
+
+def weight(value: object, n: int | None, what: str, *, default: float | None = None) -> FloatArray:
+    """A symmetric positive semi-definite (n, n) weight; a vector of n entries is its diagonal.
+
+    Parameters
+    ----------
+    value : array_like, shape (n, n) or (n,), or None
+        None gives ``default * I`` (an error when `default` is None).
+    n : int or None
+        None: taken from `value` (before the dimensions of a model are known).
+    what : str
+    default : float, optional
+
+    Returns
+    -------
+    ndarray, shape (n, n)
+    """
+    if value is None:
+        if default is None or n is None:
+            raise ValueError(f"{what} is required: give an (n, n) matrix or n diagonal entries")
+        return np.eye(n) * float(default)
+    try:
+        W = np.array(value, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} must be a square matrix or its diagonal entries, got {_show(value)}") from None
+    if n is None:
+        n = int(W.size if W.ndim <= 1 else W.shape[0])
+    if W.ndim <= 1 and W.size == n:
+        W = np.diag(W.reshape(-1))
+    if W.shape != (n, n) or not np.isfinite(W).all():
+        raise ValueError(f"{what} must be a finite ({n}, {n}) matrix or {n} diagonal entries, got shape "
+                         f"{np.shape(value)}")
+    scale = max(1.0, float(np.abs(W).max(initial=0.0)))
+    if not np.allclose(W, W.T, rtol=0.0, atol=1e-12 * scale):
+        raise ValueError(f"{what} must be symmetric")
+    if n and np.linalg.eigvalsh((W + W.T) / 2).min() < -1e-12 * scale:
+        raise ValueError(f"{what} must be positive semi-definite (it has a negative eigenvalue)")
+    return (W + W.T) / 2
+
+
+def array(value: object, what: str, *, allow_inf: bool = False) -> FloatArray:
+    """A float array of any shape (a copy), without NaN, finite unless `allow_inf`."""
+    if isinstance(value, (str, bytes)):
+        raise ValueError(f"{what} must be numbers, got the string {_show(value)}")
+    try:
+        arr = np.array(value, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} must be numbers, got {_show(value)}") from None
+    if np.isnan(arr).any() or (not allow_inf and not np.isfinite(arr).all()):
+        raise ValueError(f"{what} contains {'NaN' if allow_inf else 'NaN or inf'}: give finite numbers"
+                         + (" (+-inf for no bound)" if allow_inf else ""))
+    return arr
+
+
+def bounds(lower: FloatArray, upper: FloatArray, what: str) -> None:
+    """Refuse ``lower[i] > upper[i]``, naming the first such entry.
+
+    Parameters
+    ----------
+    lower, upper : ndarray, shape (n,)
+    what : str
+        The bounded quantity, e.g. ``"x"`` (message: ``x_min[1] = 2 exceeds x_max[1] = 1``).
+    """
+    bad = np.nonzero(np.asarray(lower) > np.asarray(upper))[0]
+    if bad.size:
+        i = int(bad[0])
+        raise ValueError(f"{what}_min[{i}] = {lower[i]:g} exceeds {what}_max[{i}] = {upper[i]:g}: "
+                         f"no value satisfies both; swap or fix the bounds")
+
+
+def names(values: Iterable[object] | None, n: int, prefix: str, what: str) -> tuple[str, ...]:
+    """Labels, one non-empty string per entry (default ``prefix0, prefix1, ...``).
+
+    Returns
+    -------
+    tuple of str, length n
+    """
+    if values is None:
+        return tuple(f"{prefix}{i}" for i in range(n))
+    if isinstance(values, (str, bytes)):
+        raise ValueError(f"{what} must be a sequence of {n} strings, got the string {_show(values)}")
+    result = tuple(values)
+    if len(result) != n:
+        raise ValueError(f"{what} has {len(result)} entries but the model has {n}: give one name per entry")
+    for label in result:
+        if not isinstance(label, str) or not label:
+            raise ValueError(f"{what} must be non-empty strings, got {label!r}")
+    return result  # type: ignore[return-value]

@@ -1,0 +1,325 @@
+"""The integrator export as one library call: C files, checks, sizes, manifest, safe install.
+
+`export_integrator` chains: generate the C (`generate_c`) -> compile and run it
+on test vectors on the host (`check_host`) -> cross-compile for a Cortex-M4,
+measure flash/RAM and prove a float build free of double precision -> run on
+the emulated board (`check_cortex_m4`) -> record everything in the manifest
+-> install into the output directory. A failed check writes nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import casadi as ca
+
+from shooting import _files, _validate
+from shooting.codegen import qemu_mps2, toolchain
+from shooting.codegen.c_files import CExport, export_files, generate_c
+from shooting.codegen.toolchain import M4Size
+from shooting.codegen.verify import CheckReport, check_cortex_m4, check_host, make_vectors
+from shooting.integrate.integrator import step_info
+from shooting.model import Model
+from shooting.options import REALS, TARGETS, Real, Target
+
+__all__ = ["ExportReport", "check_export", "export_integrator", "install_export", "owned_export_files"]
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class ExportReport:
+    """What `export_integrator` did.
+
+    Attributes
+    ----------
+    ok : bool
+        Every requested check passed and the files were written.
+    name : str
+        The C prefix and file stem.
+    out_dir : pathlib.Path
+    files : list of pathlib.Path
+        The files written (empty when not `ok`: a failed check writes nothing).
+    errors : dict of str to float
+        Worst normwise relative error per output over all checks run (empty
+        when nothing was run).
+    checks : tuple of CheckReport
+        The host and Cortex-M4 runs, in order.
+    flash, ram : int or None
+        Cortex-M4 bytes (``--target cortex-m4`` only): flash = text + data,
+        RAM = data + bss + worst call-chain stack.
+    size : M4Size or None
+        The full Cortex-M4 measurement.
+    double_symbols : tuple of str
+        Double-precision routines a float Cortex-M4 object needs (a failure).
+    manifest : dict
+        The content of ``manifest.json`` (with the measurements).
+    lines : tuple of str
+        The report, one line per check or measurement.
+    problems : tuple of str
+        One line per reason the export is not `ok`.
+    """
+
+    ok: bool
+    name: str
+    out_dir: Path
+    files: list[Path]
+    errors: dict[str, float]
+    checks: tuple[CheckReport, ...] = ()
+    flash: int | None = None
+    ram: int | None = None
+    size: M4Size | None = None
+    double_symbols: tuple[str, ...] = ()
+    manifest: dict[str, Any] = field(default_factory=dict)
+    lines: tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()
+
+
+def owned_export_files(directory: str | os.PathLike[str]) -> set[str]:
+    """Files an earlier export of ours wrote into `directory` (named by its manifest)."""
+
+    def legacy(manifest: dict[str, Any]) -> list[str]:  # manifests before "files" was recorded
+        return export_files(str(manifest.get("name", "")))
+
+    return _files.owned_files(directory, "manifest.json", legacy)
+
+
+def install_export(export: CExport, out_dir: str | os.PathLike[str], *, force: bool = False) -> list[Path]:
+    """Write the files of `export` into `out_dir` through a temporary directory (see `shooting._files`).
+
+    Returns
+    -------
+    list of pathlib.Path
+        The files written.
+    """
+    def write(tmp: Path) -> None:
+        for fname, text in export.files.items():
+            (tmp / fname).write_text(text)
+
+    out = _files.install_directory(out_dir, write, set(export.files), owned_export_files(out_dir), force=force)
+    return [out / fname for fname in export.files]
+
+
+def check_export(out_dir: str | os.PathLike[str], name: str | None = None, *, real: Real = "double",
+                 target: Target = "host", check: bool = False, force: bool = False) -> None:
+    """Raise ValueError now if `export_integrator` would refuse these options (before any long work).
+
+    Checks the name, the output directory, the option values and that the
+    tools the export needs are installed.
+
+    Parameters
+    ----------
+    out_dir : str or path
+    name : str, optional
+        The C name to be used; None checks the directory for any name.
+    real, target, check, force
+        As for `export_integrator`.
+    """
+    real = _validate.choice(real, REALS, "real")
+    target = _validate.choice(target, TARGETS, "target")
+    names = [] if name is None else export_files(_validate.identifier(name, "name"))
+    _files.check_destination(out_dir, names, owned_export_files(out_dir), force=_validate.flag(force, "force"))
+    _require_tools(target, _validate.flag(check, "check"))
+
+
+def _check_dict(report: CheckReport) -> dict[str, Any]:
+    return {"target": report.target, "real": report.real, "vectors": report.vectors,
+            "worst_relative_error": {k: float(v) for k, v in report.worst.items()},
+            "tolerance": report.tolerance, "passed": report.passed}
+
+
+def _step_metadata(F: ca.Function) -> dict[str, Any]:
+    info = step_info(F)
+    if info is None:
+        return {}
+    model, tab = info.model, info.tableau
+    return {
+        "model": {"name": model.name, "nx": model.nx, "nu": model.nu, "np": model.np,
+                  "state_names": list(model.state_names), "input_names": list(model.input_names),
+                  "expression_sha256": model.expression_hash},
+        "tableau": {"name": tab.name, "order": tab.order, "stages": tab.stages, "explicit": bool(tab.explicit),
+                    **tab.to_dict()},
+        "steps": info.steps, "sensitivities": info.sensitivities,
+        "newton": info.newton, "newton_iterations": info.newton_iterations,
+    }
+
+
+def _require_tools(target: Target, check: bool) -> None:
+    if check and not toolchain.have_host_compiler():
+        raise ValueError("gcc not found: the check compiles on the host; install gcc (apt-get install gcc)")
+    if target == "cortex-m4":
+        if not qemu_mps2.have_cortex_m4_toolchain():
+            raise ValueError(f"arm-none-eabi-gcc with newlib not found: apt-get install {toolchain.ARM_PACKAGES}")
+        if check and not qemu_mps2.have_qemu():
+            raise ValueError("qemu-system-arm (machine mps2-an386) not found: apt-get install qemu-system-arm")
+
+
+def _cortex_m4_object(export: CExport) -> tuple[M4Size | None, list[str], str]:
+    """Cross-compile the export; (size, undefined symbols, first error line)."""
+    with tempfile.TemporaryDirectory(prefix="shooting_m4_") as tmp:
+        for fname, text in export.files.items():
+            (Path(tmp) / fname).write_text(text)
+        obj = Path(tmp) / f"{export.name}.o"
+        result, size = toolchain.compile_cortex_m4(Path(tmp) / f"{export.name}.c", obj,
+                                                   call_graph=export.call_graph)
+        if not result.ok or size is None:
+            first = result.stderr.strip().splitlines()[0] if result.stderr.strip() else "no diagnostics"
+            return None, [], f"cortex-m4 compile failed: {first}"
+        return size, toolchain.undefined_symbols(obj), ""
+
+
+def export_integrator(
+    F: ca.Function,
+    out_dir: str | os.PathLike[str],
+    *,
+    real: Real = "double",
+    target: Target = "host",
+    check: bool = False,
+    vectors: int = 8,
+    force: bool = False,
+    name: str | None = None,
+    model: Model | None = None,
+    dt: float | None = None,
+    metadata: Mapping[str, object] | None = None,
+    progress: Progress | None = None,
+) -> ExportReport:
+    """Export a step Function as C into `out_dir`, optionally checked on the host and an emulated Cortex-M4.
+
+    Parameters
+    ----------
+    F : casadi.Function
+        A `build_integrator` step (inputs ``x, u, p, t0, dt``) or any SX
+        Function, or MX Function of SX calls.
+    out_dir : str or path
+        Created if missing; an existing directory may hold only files of an
+        earlier export of ours, unless `force` (files we did not write are
+        never overwritten or deleted).
+    real : {"double", "float"}
+        The C real type; "float" is single precision throughout.
+    target : {"host", "cortex-m4"}
+        "cortex-m4" also cross-compiles, measures flash and RAM, and refuses
+        a float object that needs double-precision routines.
+    check : bool
+        Compile and run the C on `vectors` test vectors (host gcc with
+        ``-Werror``; with "cortex-m4" also on QEMU's mps2-an386) and compare
+        with CasADi: double to 1e-12, float to 1e-3 (normwise relative).
+        A float export is always run on the host when gcc is present, to
+        record its float-vs-double error in the manifest.
+    vectors : int
+        Test vectors: states around the model's nominal state, inputs inside
+        its bounds, several start times.
+    force : bool
+        Add our files to a directory that holds other files.
+    name : str, optional
+        C prefix and file stem (default: the Function's name).
+    model : Model, optional
+        For the test vectors and the manifest; default: the model `F` was
+        built from (`shooting.integrate.step_info`).
+    dt : float, optional
+        Interval length of the test vectors (default: the model's ``dt``).
+    metadata : mapping, optional
+        Extra manifest entries.
+    progress : callable ``(str) -> None``, optional
+        Called with one line before each stage.
+
+    Returns
+    -------
+    ExportReport
+        ``ok`` False (and nothing written) when a check failed.
+
+    Raises
+    ------
+    ValueError
+        Bad options, a refused output directory, a Function the emitter
+        cannot translate, or a missing compiler or emulator for what was asked.
+    """
+    def say(message: str) -> None:
+        if progress is not None:
+            progress(message)
+
+    if not isinstance(F, ca.Function):
+        raise ValueError(f"F must be a casadi.Function (see shooting.build_integrator), got {type(F).__name__}")
+    real = _validate.choice(real, REALS, "real")
+    target = _validate.choice(target, TARGETS, "target")
+    check = _validate.flag(check, "check")
+    force = _validate.flag(force, "force")
+    n_vectors = _validate.integer(vectors, "vectors", minimum=1)
+    name = _validate.identifier(F.name() if name is None else name, "name")
+    info = step_info(F)
+    if model is None and info is not None:
+        model = info.model
+    if model is not None and not isinstance(model, Model):
+        raise ValueError(f"model must be a shooting.Model, got {type(model).__name__}")
+    if dt is None and model is not None:
+        dt = model.dt
+    dt = None if dt is None else _validate.positive_real(dt, "dt")
+    out = Path(out_dir)
+    check_export(out, name, real=real, target=target, check=check, force=force)
+
+    say(f"generating C ({real}, {F.n_instructions()} CasADi instructions)")
+    meta = {**_step_metadata(F), "dt": dt, **dict(metadata or {})}
+    export = generate_c(F, name, real=real, metadata=meta)
+    test_vectors = make_vectors(F, model, n=n_vectors, dt=dt)
+
+    lines: list[str] = []
+    problems: list[str] = []
+    checks: list[CheckReport] = []
+    measured: dict[str, Any] = {}
+    if check or (real == "float" and toolchain.have_host_compiler()):
+        say("compiling and running on the host")
+        report = check_host(export, F, test_vectors)
+        checks.append(report)
+        lines.append(report.summary())
+        measured["check_host"] = _check_dict(report)
+        if real == "float":
+            measured["float_vs_double_error"] = report.worst
+        if check and not report.passed:
+            problems.append(_first_line(report.details) or report.summary())
+    size: M4Size | None = None
+    doubles: list[str] = []
+    if target == "cortex-m4":
+        say("cross-compiling for Cortex-M4")
+        size, undefined, failure = _cortex_m4_object(export)
+        if size is None:
+            problems.append(failure)
+        else:
+            measured["cortex_m4"] = {"flash": size.flash, "ram": size.ram, "text": size.text, "data": size.data,
+                                     "bss": size.bss, "stack": size.stack, "undefined": undefined}
+            lines.append(f"cortex-m4: flash {size.flash} B (text {size.text} + data {size.data}), "
+                         f"RAM {size.ram} B (data {size.data} + bss {size.bss} + worst stack {size.stack})")
+            if real == "float":
+                doubles = toolchain.double_precision_symbols(undefined)
+                if doubles:
+                    problems.append(f"float build uses double precision: {', '.join(doubles)}")
+            if check:
+                say("running on an emulated Cortex-M4 (qemu mps2-an386)")
+                report = check_cortex_m4(export, F, test_vectors)
+                checks.append(report)
+                lines.append(report.summary())
+                measured["check_cortex_m4"] = _check_dict(report)
+                if not report.passed:
+                    problems.append(_first_line(report.details) or report.summary())
+
+    errors: dict[str, float] = {}
+    for report in checks:
+        for key, value in report.worst.items():
+            errors[key] = max(errors.get(key, 0.0), float(value))
+    export = export.with_manifest(**measured)
+    common = dict(name=name, out_dir=out, errors=errors, checks=tuple(checks),
+                  flash=None if size is None else size.flash, ram=None if size is None else size.ram, size=size,
+                  double_symbols=tuple(doubles), manifest=export.manifest, lines=tuple(lines))
+    if problems:
+        return ExportReport(ok=False, files=[], problems=tuple(problems), **common)  # type: ignore[arg-type]
+    files = install_export(export, out, force=force)
+    say(f"wrote {', '.join(sorted(export.files))} to {out}")
+    return ExportReport(ok=True, files=files, **common)  # type: ignore[arg-type]
+
+
+def _first_line(text: str) -> str:
+    stripped = text.strip()
+    return stripped.splitlines()[0] if stripped else ""

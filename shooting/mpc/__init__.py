@@ -1,0 +1,37 @@
+"""Model predictive control on multiple shooting: the OCP, real-time iterations, the closed loop.
+
+Everything here consumes the step Function of `shooting.integrate` through
+one public layout (`ShootingLayout`: pack, unpack and shift of the decision,
+constraint and parameter vectors) shared by the OCP and the RTI.
+"""
+
+from shooting.mpc.controllers import Controller, ControlStep, MPCController
+from shooting.mpc.layout import ShootingLayout
+from shooting.mpc.ocp import MultipleShootingOCP, OCPSolution
+from shooting.mpc.problem import Constraints, OCPProblem, QuadraticCost, SolverSettings
+from shooting.mpc.rti import RTIController
+from shooting.mpc.run import ScenarioRun, run_scenario
+from shooting.mpc.scenarios import Scenario, build_ocp, default_scenario
+from shooting.mpc.simulate import simulate_closed_loop
+from shooting.mpc.trajectory import Trajectory
+
+__all__ = [
+    "Constraints",
+    "ControlStep",
+    "Controller",
+    "MPCController",
+    "MultipleShootingOCP",
+    "OCPProblem",
+    "OCPSolution",
+    "QuadraticCost",
+    "RTIController",
+    "Scenario",
+    "ScenarioRun",
+    "ShootingLayout",
+    "SolverSettings",
+    "Trajectory",
+    "build_ocp",
+    "default_scenario",
+    "run_scenario",
+    "simulate_closed_loop",
+]

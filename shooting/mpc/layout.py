@@ -1,0 +1,189 @@
+"""Where every number sits in a multiple-shooting NLP: decision, constraint and parameter vectors.
+
+One object, shared by the OCP, the real-time iteration and the controller
+export, so that none of them re-slices a vector by hand::
+
+    w = [x_0, u_0, x_1, u_1, ..., x_{N-1}, u_{N-1}, x_N]        (interleaved: banded KKT matrix)
+    g = [x_0 - x0,                                               initial state   (nx)
+         x_1 - F(x_0, u_0), h(x_0, u_0),                         stage 0         (nx + nh)
+         ...,
+         x_N - F(x_{N-1}, u_{N-1}), h(x_{N-1}, u_{N-1}),         stage N-1
+         c(x_N)]                                                 terminal        (nc)
+    P = [x0, x_ref_0, ..., x_ref_N, u_ref_0, ..., u_ref_{N-1}, p, t0]
+
+`pack_*` builds a vector from arrays shaped per stage, `unpack_*` splits one
+(numpy arrays or CasADi expressions alike), and `shift_*` moves a solution
+one stage ahead for the next MPC sample (the last stage is repeated).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import casadi as ca
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["ShootingLayout"]
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+_V = TypeVar("_V")
+
+
+def _shift_rows(values: FloatArray, idx: IntArray) -> None:
+    """In place: rows ``idx[k]`` take the values of rows ``idx[k+1]``; the last row keeps its own."""
+    if idx.size:
+        rows = values[idx].copy()
+        values[idx] = np.vstack([rows[1:], rows[-1:]])
+
+
+@dataclass(frozen=True)
+class ShootingLayout:
+    """The vector layout of a multiple-shooting OCP with `horizon` intervals.
+
+    Parameters
+    ----------
+    horizon : int
+        N, the number of shooting intervals.
+    nx, nu, np : int
+        States, inputs, model parameters.
+    nh : int, default 0
+        Path constraints per stage (rows h(x_k, u_k, p) <= 0, k < N).
+    nc : int, default 0
+        Terminal equality constraints c(x_N, p) = 0.
+
+    Attributes
+    ----------
+    x_idx : ndarray of int, shape (N+1, nx)
+        Positions of the states in `w`.
+    u_idx : ndarray of int, shape (N, nu)
+        Positions of the inputs in `w`.
+    n_w : int
+    x0_idx : ndarray of int, shape (nx,)
+        Rows of ``x_0 - x0`` in `g`.
+    dyn_idx : ndarray of int, shape (N, nx)
+        Rows of ``x_{k+1} - F(x_k, u_k)`` in `g`.
+    path_idx : ndarray of int, shape (N, nh)
+    term_idx : ndarray of int, shape (nc,)
+    n_g : int
+    n_p : int
+        Length of the parameter vector P.
+    """
+
+    horizon: int
+    nx: int
+    nu: int
+    np: int
+    nh: int = 0
+    nc: int = 0
+    x_idx: IntArray = field(init=False, repr=False)
+    u_idx: IntArray = field(init=False, repr=False)
+    x0_idx: IntArray = field(init=False, repr=False)
+    dyn_idx: IntArray = field(init=False, repr=False)
+    path_idx: IntArray = field(init=False, repr=False)
+    term_idx: IntArray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        N, nx, nu, nh = self.horizon, self.nx, self.nu, self.nh
+        stride = nx + nu
+        put = object.__setattr__
+        put(self, "x_idx", np.arange(N + 1)[:, None] * stride + np.arange(nx)[None, :])
+        put(self, "u_idx", np.arange(N)[:, None] * stride + nx + np.arange(nu)[None, :])
+        put(self, "x0_idx", np.arange(nx))
+        rows = nx + nh  # rows per stage in g
+        put(self, "dyn_idx", nx + np.arange(N)[:, None] * rows + np.arange(nx)[None, :])
+        put(self, "path_idx", nx + np.arange(N)[:, None] * rows + nx + np.arange(nh)[None, :])
+        put(self, "term_idx", nx + N * rows + np.arange(self.nc))
+
+    # ------------------------------------------------------------------ sizes
+    @property
+    def n_w(self) -> int:
+        """Length of the decision vector w: ``(N+1) nx + N nu``."""
+        return (self.horizon + 1) * self.nx + self.horizon * self.nu
+
+    @property
+    def n_g(self) -> int:
+        """Length of the constraint vector g: ``nx + N (nx + nh) + nc``."""
+        return self.nx + self.horizon * (self.nx + self.nh) + self.nc
+
+    @property
+    def n_p(self) -> int:
+        """Length of the parameter vector P: ``nx + (N+1) nx + N nu + np + 1``."""
+        return self.nx + (self.horizon + 1) * self.nx + self.horizon * self.nu + self.np + 1
+
+    # ------------------------------------------------------------ decision w
+    def pack_w(self, x: FloatArray, u: FloatArray) -> FloatArray:
+        """The decision vector of states `x` (N+1, nx) and inputs `u` (N, nu)."""
+        w = np.zeros(self.n_w)
+        w[self.x_idx] = x
+        w[self.u_idx] = u
+        return w
+
+    def unpack_w(self, w: FloatArray) -> tuple[FloatArray, FloatArray]:
+        """States (N+1, nx) and inputs (N, nu) of the decision vector `w`."""
+        w = np.asarray(w, dtype=float)
+        return w[self.x_idx], w[self.u_idx]
+
+    def states(self, w: _V) -> list[_V]:
+        """``[x_0, ..., x_N]`` as slices of `w` (numpy or CasADi)."""
+        return [w[self.x_idx[k]] for k in range(self.horizon + 1)]  # type: ignore[index]
+
+    def inputs(self, w: _V) -> list[_V]:
+        """``[u_0, ..., u_{N-1}]`` as slices of `w` (numpy or CasADi)."""
+        return [w[self.u_idx[k]] for k in range(self.horizon)]  # type: ignore[index]
+
+    # ---------------------------------------------------------- parameters P
+    def pack_parameters(self, x0: FloatArray, x_ref: FloatArray, u_ref: FloatArray, p: FloatArray,
+                        t0: float) -> FloatArray:
+        """The parameter vector P.
+
+        Parameters
+        ----------
+        x0 : ndarray, shape (nx,)
+        x_ref : ndarray, shape (N+1, nx)
+        u_ref : ndarray, shape (N, nu)
+        p : ndarray, shape (np,)
+        t0 : float
+
+        Returns
+        -------
+        ndarray, shape (n_p,)
+        """
+        return np.concatenate([np.ravel(x0), np.ravel(x_ref), np.ravel(u_ref), np.ravel(p), [float(t0)]])
+
+    def unpack_parameters(self, P: Any) -> dict[str, Any]:
+        """Split P (numpy or a CasADi column) into its parts.
+
+        Returns
+        -------
+        dict
+            ``x0`` (nx), ``x_ref`` (nx, N+1: one column per stage), ``u_ref``
+            (nu, N), ``p`` (np), ``t0`` (scalar). For numpy input ``x_ref``
+            and ``u_ref`` are returned row per stage, (N+1, nx) and (N, nu).
+        """
+        N, nx, nu = self.horizon, self.nx, self.nu
+        a, b = nx, nx + nx * (N + 1)
+        c = b + nu * N
+        d = c + self.np
+        if isinstance(P, np.ndarray):
+            return {"x0": P[:a], "x_ref": P[a:b].reshape(N + 1, nx), "u_ref": P[b:c].reshape(N, nu),
+                    "p": P[c:d], "t0": float(P[d])}
+        return {"x0": P[:a], "x_ref": ca.reshape(P[a:b], nx, N + 1), "u_ref": ca.reshape(P[b:c], nu, N),
+                "p": P[c:d], "t0": P[d]}
+
+    # ----------------------------------------------------------------- shifts
+    def shift_w(self, w: FloatArray) -> FloatArray:
+        """A decision vector (or its bound multipliers) one stage ahead; the last stage repeated."""
+        out = np.array(w, dtype=float)
+        _shift_rows(out, self.x_idx)
+        _shift_rows(out, self.u_idx)
+        return out
+
+    def shift_g(self, lam_g: FloatArray) -> FloatArray:
+        """Constraint multipliers one stage ahead: dynamics and path rows move, x0 and terminal rows stay."""
+        out = np.array(lam_g, dtype=float)
+        _shift_rows(out, self.dyn_idx)
+        _shift_rows(out, self.path_idx)
+        return out

@@ -1,0 +1,237 @@
+"""The optimal control problem as data: cost, constraints and solver settings, grouped.
+
+As rockit and acados separate the problem from the method and the solver,
+an `OCPProblem` holds the discretisation (horizon, dt, tableau, substeps),
+a `QuadraticCost`, `Constraints` and `SolverSettings`. Each group is a frozen,
+validated record; the dimensions are checked against a model when
+`MultipleShootingOCP.from_problem` builds the NLP. Field names are exactly the
+keywords of `MultipleShootingOCP`, so ``problem.with_changes(horizon=30,
+hessian="gauss-newton")`` finds the group of each field by its name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import casadi as ca
+
+from shooting import _validate
+from shooting.integrate.integrator import resolve_tableau
+from shooting.options import HESSIANS, NLP_SOLVERS, Hessian, NLPSolver
+from shooting.tableaus.tableau import ButcherTableau
+
+__all__ = ["Constraints", "OCPProblem", "QuadraticCost", "SolverSettings", "StageFunction", "TerminalFunction",
+           "problem_fields"]
+
+#: ``(x, u, p) -> SX``: an extra stage cost (scalar) or path constraints (column).
+StageFunction = Callable[[ca.SX, ca.SX, ca.SX], ca.SX]
+#: ``(x, p) -> SX``: an extra terminal cost (scalar) or terminal constraints (column).
+TerminalFunction = Callable[[ca.SX, ca.SX], ca.SX]
+
+
+def _callable(value: object, what: str) -> None:
+    if value is not None and not callable(value):
+        raise ValueError(f"{what} must be a function or None, got {type(value).__name__}")
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class QuadraticCost:
+    """``sum_{k<N} |x_k - xr_k|_Q^2 + |u_k - ur_k|_R^2 + |x_N - xr_N|_{Q_terminal}^2`` plus extra terms.
+
+    No factor 1/2 and no dt weighting.
+
+    Parameters
+    ----------
+    Q : array_like, shape (nx, nx) or (nx,), optional
+        State weight (a vector is a diagonal); default the identity.
+    R : array_like, shape (nu, nu) or (nu,), optional
+        Input weight; default 0.01 I.
+    Q_terminal : array_like, shape (nx, nx) or (nx,), optional
+        Terminal weight; default `Q`.
+    x_ref : array_like, shape (nx,) or (N+1, nx), optional
+        State reference (default zeros); each solve may override it.
+    u_ref : array_like, shape (nu,) or (N, nu), optional
+        Input reference (default zeros).
+    stage_cost : callable ``(x, u, p) -> SX scalar``, optional
+        Added at every stage k < N.
+    terminal_cost : callable ``(x, p) -> SX scalar``, optional
+        Added at x_N.
+
+    Raises
+    ------
+    ValueError
+        A weight that is not symmetric positive semi-definite, non-finite
+        references, or a cost that is not callable.
+    """
+
+    Q: Any = None
+    R: Any = None
+    Q_terminal: Any = None
+    x_ref: Any = None
+    u_ref: Any = None
+    stage_cost: StageFunction | None = None
+    terminal_cost: TerminalFunction | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("Q", "R", "Q_terminal"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, _validate.weight(value, None, name))
+        for name in ("x_ref", "u_ref"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, _validate.array(value, name))
+        _callable(self.stage_cost, "stage_cost")
+        _callable(self.terminal_cost, "terminal_cost")
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Constraints:
+    """Bounds and general constraints of the OCP.
+
+    Parameters
+    ----------
+    x_min, x_max : array_like, shape (nx,) or scalar, optional
+        Bounds on x_1..x_N (default: the model's; +-inf for none).
+    u_min, u_max : array_like, shape (nu,) or scalar, optional
+        Bounds on every u_k (default: the model's).
+    path_constraints : callable ``(x, u, p) -> SX column``, optional
+        h(x_k, u_k, p) <= 0 for k < N.
+    terminal_constraints : callable ``(x, p) -> SX column``, optional
+        c(x_N, p) = 0.
+
+    Raises
+    ------
+    ValueError
+        NaN in a bound, or a constraint that is not callable.
+    """
+
+    x_min: Any = None
+    x_max: Any = None
+    u_min: Any = None
+    u_max: Any = None
+    path_constraints: StageFunction | None = None
+    terminal_constraints: TerminalFunction | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("x_min", "x_max", "u_min", "u_max"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, _validate.array(value, name, allow_inf=True).reshape(-1))
+        _callable(self.path_constraints, "path_constraints")
+        _callable(self.terminal_constraints, "terminal_constraints")
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class SolverSettings:
+    """How the NLP is solved.
+
+    Parameters
+    ----------
+    solver : {"ipopt", "fatrop"}, default "ipopt"
+        IPOPT, or CasADi's fatrop (exploits the stage structure).
+    hessian : {"exact", "gauss-newton"}, default "exact"
+        "gauss-newton": the Hessian of the cost only.
+    solver_options : mapping, optional
+        Passed to ``casadi.nlpsol`` over the defaults (e.g. ``{"ipopt.tol": 1e-10}``).
+    jit : bool, default False
+        Compile the NLP functions with the system C compiler at build time.
+    """
+
+    solver: NLPSolver = "ipopt"
+    hessian: Hessian = "exact"
+    solver_options: Mapping[str, object] | None = None
+    jit: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "solver", _validate.choice(self.solver, NLP_SOLVERS, "solver"))
+        object.__setattr__(self, "hessian", _validate.choice(self.hessian, HESSIANS, "hessian"))
+        if self.solver_options is not None and not isinstance(self.solver_options, Mapping):
+            raise ValueError(f"solver_options must be a dict of solver options, got "
+                             f"{type(self.solver_options).__name__}")
+        object.__setattr__(self, "solver_options", dict(self.solver_options or {}))
+        object.__setattr__(self, "jit", _validate.flag(self.jit, "jit"))
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class OCPProblem:
+    """A multiple-shooting OCP without its model: discretisation, cost, constraints, solver.
+
+    Parameters
+    ----------
+    horizon : int
+        Shooting intervals N.
+    dt : float
+        Interval length [s].
+    method : str or ButcherTableau, default "rk4"
+        Integrator tableau.
+    steps : int, default 1
+        Integrator substeps per interval.
+    cost : QuadraticCost, optional
+    constraints : Constraints, optional
+    solver : SolverSettings, optional
+
+    Raises
+    ------
+    ValueError
+        A non-positive horizon, dt or step count, an unknown tableau, or a
+        group of the wrong type.
+    """
+
+    horizon: int
+    dt: float
+    method: str | ButcherTableau = "rk4"
+    steps: int = 1
+    cost: QuadraticCost = field(default_factory=QuadraticCost)
+    constraints: Constraints = field(default_factory=Constraints)
+    solver: SolverSettings = field(default_factory=SolverSettings)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "horizon", _validate.integer(self.horizon, "horizon", minimum=1))
+        object.__setattr__(self, "dt", _validate.positive_real(self.dt, "dt"))
+        object.__setattr__(self, "steps", _validate.integer(self.steps, "steps", minimum=1))
+        resolve_tableau(self.method)  # an unknown name is reported here, before any build
+        for name, kind in (("cost", QuadraticCost), ("constraints", Constraints), ("solver", SolverSettings)):
+            if not isinstance(getattr(self, name), kind):
+                raise ValueError(f"{name} must be a shooting.{kind.__name__}, got {type(getattr(self, name)).__name__}")
+
+    @property
+    def tableau(self) -> ButcherTableau:
+        """The integrator tableau (`method` resolved)."""
+        return resolve_tableau(self.method)
+
+    def with_changes(self, **changes: object) -> OCPProblem:
+        """A copy with fields changed, each found in its group by name.
+
+        ``problem.with_changes(horizon=30, Q=[1, 1], hessian="gauss-newton")``
+        changes the horizon, the cost's Q and the solver's Hessian.
+
+        Raises
+        ------
+        ValueError
+            A name that is no field of the problem or its groups.
+        """
+        unknown = sorted(set(changes) - problem_fields() - set(_GROUPS))
+        if unknown:
+            raise ValueError(f"unknown OCP field(s) {unknown}; valid: {', '.join(sorted(problem_fields()))}")
+        own = {f.name for f in dataclasses.fields(self)}
+        updates: dict[str, Any] = {k: v for k, v in changes.items() if k in own}
+        for group, kind in _GROUPS.items():
+            mine = {k: v for k, v in changes.items() if k in {f.name for f in dataclasses.fields(kind)}}
+            if mine:
+                updates[group] = dataclasses.replace(updates.get(group, getattr(self, group)), **mine)
+        return dataclasses.replace(self, **updates)
+
+
+_GROUPS: dict[str, type] = {"cost": QuadraticCost, "constraints": Constraints, "solver": SolverSettings}
+
+
+def problem_fields() -> set[str]:
+    """Every name `OCPProblem.with_changes` accepts (the problem's and its groups' fields)."""
+    names = {f.name for f in dataclasses.fields(OCPProblem)} - set(_GROUPS)
+    for kind in _GROUPS.values():
+        names |= {f.name for f in dataclasses.fields(kind)}
+    return names

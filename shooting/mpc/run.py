@@ -1,0 +1,181 @@
+"""A scenario run end to end, as one library call: solve, closed loop, files.
+
+`run_scenario` is what ``shooting-codegen mpc`` does: build the scenario's
+OCP, solve it once from the start state, run the closed loop (full MPC or
+RTI) against the accurately integrated plant, and write ``trajectory.json``,
+``trajectory.csv``, ``summary.json`` and PNG plots into the output directory
+through a temporary directory. A failed first solve writes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from shooting import _files, _validate
+from shooting._version import VERSION
+from shooting.model import Model
+from shooting.mpc.controllers import Controller, MPCController
+from shooting.mpc.ocp import OCPSolution
+from shooting.mpc.rti import RTIController
+from shooting.mpc.scenarios import Scenario, build_ocp
+from shooting.mpc.simulate import simulate_closed_loop
+from shooting.mpc.trajectory import Trajectory
+
+__all__ = ["RUN_FILES", "ScenarioRun", "run_scenario"]
+
+#: Files `run_scenario` writes; summary.json lists them (and names the run as ours).
+RUN_FILES = ("trajectory.json", "trajectory.csv", "summary.json", "states.png", "inputs.png", "solve_time.png")
+
+
+@dataclass(frozen=True)
+class ScenarioRun:
+    """What `run_scenario` did.
+
+    Attributes
+    ----------
+    ok : bool
+        The first solve succeeded and the files were written.
+    out_dir : pathlib.Path
+    files : list of pathlib.Path
+        The files written (empty when not `ok`).
+    first_solve : OCPSolution
+    trajectory : Trajectory or None
+        The closed loop (None when the first solve failed).
+    summary : dict
+        The content of ``summary.json``.
+    lines : tuple of str
+        The report, one line each.
+    problems : tuple of str
+        One line per reason the run is not `ok`, or went wrong on the way.
+    """
+
+    ok: bool
+    out_dir: Path
+    files: list[Path]
+    first_solve: OCPSolution
+    trajectory: Trajectory | None
+    summary: dict[str, Any] = field(default_factory=dict)
+    lines: tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()
+
+
+def _json_default(obj: object) -> object:
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
+
+
+def run_scenario(
+    scenario: Scenario,
+    out_dir: str | os.PathLike[str],
+    *,
+    model: Model | None = None,
+    rti: bool = False,
+    noise_std: float | None = None,
+    seed: int = 0,
+    force: bool = False,
+    progress: Callable[[str], None] | None = None,
+    progress_bar: bool = False,
+    metadata: dict[str, Any] | None = None,
+) -> ScenarioRun:
+    """Solve a scenario's OCP, run its closed loop and write the results into `out_dir`.
+
+    Parameters
+    ----------
+    scenario : Scenario
+    out_dir : str or path
+        Created if missing; an existing directory may hold only the files of
+        an earlier run of ours unless `force` (others are never touched).
+    model : Model, optional
+        Default ``load_model(scenario.model)``.
+    rti : bool
+        Real-time iterations (`RTIController`) instead of full solves.
+    noise_std : float, optional
+        Standard deviation of additive process noise on every state.
+    seed : int
+    force : bool
+    progress : callable ``(str) -> None``, optional
+        Called with one line before each stage.
+    progress_bar : bool
+        Show the closed loop's progress bar on stderr.
+    metadata : dict, optional
+        Extra entries for ``summary.json`` (e.g. the model spec).
+
+    Returns
+    -------
+    ScenarioRun
+    """
+    def say(message: str) -> None:
+        if progress is not None:
+            progress(message)
+
+    out = Path(out_dir)
+    _files.check_destination(out, RUN_FILES, _files.owned_files(out, "summary.json"), force=force)
+    rti = _validate.flag(rti, "rti")
+    noise = None if noise_std is None else _validate.real(noise_std, "noise_std", minimum=0.0)
+    problem = scenario.problem
+    say(f"{scenario.model}: {scenario.description}")
+    say(f"building the OCP: N = {problem.horizon}, dt = {problem.dt:g} s, {scenario_method(scenario)} x "
+        f"{problem.steps}, {problem.solver.hessian} Hessian")
+    ocp = build_ocp(scenario, model)
+    model = ocp.model
+    first = ocp.solve(scenario.x0)
+    lines = [f"{model.name}: OCP N = {problem.horizon}, dt = {problem.dt:g} s, {scenario_method(scenario)} x "
+             f"{problem.steps}: {first.status}, cost {first.cost:.6g}, {first.iterations} iterations, "
+             f"{first.solve_time * 1e3:.1f} ms"]
+    if not first.success:
+        return ScenarioRun(False, out, [], first, None, lines=tuple(lines),
+                           problems=(f"the first OCP solve failed ({first.status}): nothing written to {out}",))
+
+    controller: Controller = RTIController(ocp) if rti else MPCController(ocp)
+    kind = "rti" if rti else "mpc"
+    say(f"closed loop: {scenario.sim_steps} steps of {problem.dt:g} s ({kind} controller, plant "
+        f"{scenario.plant_method} x {scenario.plant_steps}" + (f", noise {noise:g}, seed {seed}" if noise else "")
+        + ")")
+    traj = simulate_closed_loop(controller, scenario.x0, scenario.sim_steps, plant_method=scenario.plant_method,
+                                plant_steps=scenario.plant_steps, noise_std=noise or None, seed=seed,
+                                progress=progress_bar)
+    stats = traj.stats(ocp.Q, ocp.R)
+    ms = stats["solve_time_ms"]
+    lines.append(f"closed loop: {traj.steps} steps ({traj.t[-1]:g} s), solve time mean {ms['mean']:.2f} ms, "
+                 f"median {ms['median']:.2f} ms, p95 {ms['p95']:.2f} ms, max {ms['max']:.2f} ms, "
+                 f"success {100 * stats['success_rate']:.0f} %")
+    lines.append(f"final state [{', '.join(f'{v:.4g}' for v in traj.x[-1])}], "
+                 f"error |x_K - x_ref| = {stats['final_error']:.3g}")
+    problems = [f"closed loop stopped early: {traj.stopped}"] if traj.stopped else []
+
+    summary = {
+        "generator": _files.GENERATOR, "command": "mpc", "version": VERSION,
+        "model": {"name": model.name, "nx": model.nx, "nu": model.nu, **(metadata or {}).get("model", {})},
+        "controller": kind, "scenario": scenario.to_dict(), "noise_std": noise, "seed": seed,
+        "first_solve": {"status": first.status, "success": first.success, "cost": first.cost,
+                        "iterations": first.iterations, "solve_time": first.solve_time},
+        "stats": stats, "files": list(RUN_FILES),
+        **{k: v for k, v in (metadata or {}).items() if k != "model"},
+    }
+
+    def write(tmp: Path) -> None:
+        traj.save_json(tmp / "trajectory.json")
+        traj.save_csv(tmp / "trajectory.csv")
+        traj.plot(tmp)
+        (tmp / "summary.json").write_text(_files.compact_json(json.loads(json.dumps(summary,
+                                                                                    default=_json_default))))
+
+    _files.install_directory(out, write, RUN_FILES, _files.owned_files(out, "summary.json"), force=force)
+    say(f"wrote {', '.join(RUN_FILES)} to {out}")
+    return ScenarioRun(True, out, [out / f for f in RUN_FILES], first, traj, summary, tuple(lines), tuple(problems))
+
+
+def scenario_method(scenario: Scenario) -> str:
+    """The scenario's tableau by name (``"custom"`` for an unnamed one)."""
+    method = scenario.problem.method
+    return method if isinstance(method, str) else (method.name or "custom")

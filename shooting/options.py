@@ -1,0 +1,56 @@
+"""The allowed values of every string option, each defined once.
+
+Each option is a ``typing.Literal`` (for annotations and mypy) and the tuple of
+its values (for run-time checks, error messages and the CLI's ``choices``),
+derived from the Literal so that the two cannot drift apart. Check a value
+with `shooting._validate.choice`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+__all__ = [
+    "HESSIANS",
+    "NEWTON_METHODS",
+    "NLP_SOLVERS",
+    "QP_SOLVERS",
+    "REALS",
+    "SENSITIVITIES",
+    "TARGETS",
+    "Hessian",
+    "NLPSolver",
+    "NewtonMethod",
+    "QPSolver",
+    "Real",
+    "Sensitivities",
+    "Target",
+]
+
+#: How `build_integrator` computes A = dx_next/dx and B = dx_next/du.
+Sensitivities = Literal["forward", "ad", "variational", "none"]
+SENSITIVITIES: tuple[Sensitivities, ...] = get_args(Sensitivities)
+
+#: Newton's method on the stage equations of implicit tableaus.
+NewtonMethod = Literal["full", "simplified"]
+NEWTON_METHODS: tuple[NewtonMethod, ...] = get_args(NewtonMethod)
+
+#: The C type of every real number in generated code.
+Real = Literal["double", "float"]
+REALS: tuple[Real, ...] = get_args(Real)
+
+#: Where generated C is compiled and checked.
+Target = Literal["host", "cortex-m4"]
+TARGETS: tuple[Target, ...] = get_args(Target)
+
+#: Hessian of the OCP's Lagrangian.
+Hessian = Literal["exact", "gauss-newton"]
+HESSIANS: tuple[Hessian, ...] = get_args(Hessian)
+
+#: NLP solvers of `MultipleShootingOCP` (CasADi plugins).
+NLPSolver = Literal["ipopt", "fatrop"]
+NLP_SOLVERS: tuple[NLPSolver, ...] = get_args(NLPSolver)
+
+#: Sparse QP solvers of `RTIController` (CasADi plugins).
+QPSolver = Literal["qrqp", "osqp"]
+QP_SOLVERS: tuple[QPSolver, ...] = get_args(QPSolver)

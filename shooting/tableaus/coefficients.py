@@ -1,0 +1,103 @@
+"""Exact Butcher coefficients from user input: numbers, fraction strings, nested sequences.
+
+``to_fraction`` turns one coefficient into a `fractions.Fraction` and says
+whether the input was exact (ints, Fractions, Decimals and strings such as
+``"2/9"`` or ``"0.25"`` are; floats are converted exactly but make the tableau
+*inexact*, see `shooting.tableaus.tableau`).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Sequence
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+__all__ = ["format_fraction", "is_sequence", "ordinal", "parse_matrix", "parse_vector", "to_fraction"]
+
+
+# --------------------------------------------------------------------------
+def to_fraction(value: Any, where: str) -> tuple[Fraction, bool]:
+    """Exact value of one coefficient and whether the input was exact."""
+    fix = "use an int, a Fraction, a float or a fraction string such as '2/9' or '0.25'"
+    if isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{where} = {value!r} is a bool, not a number; {fix}")
+    if isinstance(value, Fraction):
+        return value, True
+    if isinstance(value, (int, np.integer)):
+        return Fraction(int(value)), True
+    if isinstance(value, Decimal):
+        if not value.is_finite():
+            raise ValueError(f"{where} is {value}; coefficients must be finite numbers")
+        return Fraction(value), True
+    if isinstance(value, (float, np.floating)):
+        number = float(value)
+        if not math.isfinite(number):
+            raise ValueError(f"{where} is {number}; coefficients must be finite numbers")
+        return Fraction(number), False
+    if isinstance(value, str):
+        try:
+            return Fraction(value.strip()), True
+        except (ValueError, ZeroDivisionError):
+            pass
+        if value.strip().lower().lstrip("+-") in ("nan", "inf", "infinity"):
+            raise ValueError(f"{where} is {value!r}; coefficients must be finite numbers")
+        raise ValueError(f"{where} = {value!r} is not a number; {fix}")
+    if isinstance(value, numbers.Rational):
+        return Fraction(int(value.numerator), int(value.denominator)), True
+    raise ValueError(f"{where} = {value!r} ({type(value).__name__}) is not a number; {fix}")
+
+
+def is_sequence(x: Any) -> bool:
+    return isinstance(x, np.ndarray) or (
+        isinstance(x, Sequence) and not isinstance(x, (str, bytes))
+    )
+
+
+def parse_vector(v: Any, name: str, s: int) -> tuple[tuple[Fraction, ...], bool]:
+    if isinstance(v, np.ndarray) and v.ndim != 1:
+        raise ValueError(f"{name} must be a 1-D array of length s = {s}, got shape {v.shape}")
+    if not is_sequence(v):
+        raise ValueError(f"{name} must be a sequence of s = {s} numbers, got {v!r}")
+    if len(v) != s:
+        raise ValueError(
+            f"{name} has {len(v)} entries but A is {s} x {s} ({name} must have length s = {s})"
+        )
+    parsed = [to_fraction(x, f"{name}[{i}]") for i, x in enumerate(v)]
+    return tuple(x for x, _ in parsed), all(ok for _, ok in parsed)
+
+
+def parse_matrix(A: Any) -> tuple[tuple[tuple[Fraction, ...], ...], bool]:
+    if isinstance(A, np.ndarray) and A.ndim != 2:
+        raise ValueError(f"A must be a 2-D array of shape (s, s), got shape {A.shape}")
+    if not is_sequence(A):
+        raise ValueError(f"A must be a square (s, s) nested sequence of numbers, got {A!r}")
+    s = len(A)
+    if s == 0:
+        raise ValueError("A is empty; a Butcher tableau needs at least one stage (s >= 1)")
+    rows, exact = [], True
+    for i, row in enumerate(A):
+        if not is_sequence(row):
+            raise ValueError(f"row {i} of A is {row!r}, not a sequence (A must be s x s)")
+        if len(row) != s:
+            raise ValueError(
+                f"row {i} of A has {len(row)} entries but A has {s} rows "
+                f"(A must be square, s x s)"
+            )
+        parsed = [to_fraction(x, f"A[{i}, {j}]") for j, x in enumerate(row)]
+        rows.append(tuple(x for x, _ in parsed))
+        exact = exact and all(ok for _, ok in parsed)
+    return tuple(rows), exact
+
+
+def format_fraction(x: Fraction) -> str:
+    return str(x) if x.denominator <= 10**6 else repr(float(x))
+
+
+def ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
