@@ -39,7 +39,8 @@ at unchanged total thrust. The drag torque of a rotor opposes its spin, with
 
 Sources: cheat sheet TTK4130 (H. Bårsaune, 2023), sec. 6.7.1 (``R`` from Euler
 parameters), 6.7.3 (quaternion product) and 7.3 (Newton-Euler; its second
-compact form writes ``alpha`` dot where ``omega`` dot is meant); R. Mahony,
+compact form writes ``alpha`` dot where ``omega`` dot is meant: Erratum E19 in
+the README); R. Mahony,
 V. Kumar, P. Corke, "Multirotor aerial vehicles", IEEE RAM 19(3), 2012, for the
 rotor model. Constants: a 0.5 kg quad of about 330 mm motor-to-motor
 (F330/F450 class).

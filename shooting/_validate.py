@@ -257,11 +257,11 @@ def stage_rows(value: object, rows: int, n: int, what: str) -> FloatArray:
         arr = np.array(value, dtype=float)
     except (TypeError, ValueError):
         raise ValueError(f"{what} must be numbers of shape ({n},) or ({rows}, {n}), got {_show(value)}") from None
-    if arr.shape in ((n,), (1, n)):
+    given = arr.shape
+    if given in ((n,), (1, n)):
         arr = np.tile(arr.reshape(1, n), (rows, 1))
     if arr.shape != (rows, n) or not np.isfinite(arr).all():
-        raise ValueError(f"{what} must be finite numbers of shape ({n},) or ({rows}, {n}), got shape "
-                         f"{np.shape(value)}")
+        raise ValueError(f"{what} must be finite numbers of shape ({n},) or ({rows}, {n}), got shape {given}")
     return arr
 
 
@@ -291,11 +291,11 @@ def weight(value: object, n: int | None, what: str, *, default: float | None = N
         raise ValueError(f"{what} must be a square matrix or its diagonal entries, got {_show(value)}") from None
     if n is None:
         n = int(W.size if W.ndim <= 1 else W.shape[0])
+    given = W.shape
     if W.ndim <= 1 and W.size == n:
         W = np.diag(W.reshape(-1))
     if W.shape != (n, n) or not np.isfinite(W).all():
-        raise ValueError(f"{what} must be a finite ({n}, {n}) matrix or {n} diagonal entries, got shape "
-                         f"{np.shape(value)}")
+        raise ValueError(f"{what} must be a finite ({n}, {n}) matrix or {n} diagonal entries, got shape {given}")
     scale = max(1.0, float(np.abs(W).max(initial=0.0)))
     if not np.allclose(W, W.T, rtol=0.0, atol=1e-12 * scale):
         raise ValueError(f"{what} must be symmetric")

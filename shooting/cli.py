@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import NoReturn
 
 import shooting
 from shooting.codegen import check_export, export_integrator
@@ -28,7 +29,7 @@ class UsageError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, status 2 (argparse prints usage + message)
+    def error(self, message: str) -> NoReturn:  # one line, status 2 (argparse prints usage + message)
         raise UsageError(f"{message} (see '{self.prog} --help')")
 
 

@@ -129,7 +129,7 @@ class Model:
         self.nu = int(self.u.numel())
         self.np = int(self.p.numel())
 
-        seen: dict[str, str] = {}
+        seen: dict[int, str] = {}
         for what, vec in (("x", self.x), ("u", self.u), ("p", self.p), ("t", self.t)):
             for i in range(vec.numel()):
                 key = vec[i].element_hash()

@@ -122,7 +122,7 @@ def generate_c(
         "generator": GENERATOR,
         "generator_version": VERSION,
         "files": export_files(name),
-        "casadi_version": ca.__version__,
+        "casadi_version": ca.__version__,  # type: ignore[attr-defined]
         "name": name,
         "function": F.name(),
         "real": real,
@@ -183,7 +183,7 @@ def _header(F: ca.Function, name: str, R: str, real: str, step: bool, reentrant:
 
 
 def _step_wrappers(F: ca.Function, name: str, R: str, body: str) -> str:
-    """``NAME_step`` (and ``NAME_step_err``): the contract's call with named arguments."""
+    """``NAME_step`` (and ``NAME_step_err``): the documented call with named arguments."""
     outs = F.name_out()
 
     def res_of(available: dict[str, str]) -> str:

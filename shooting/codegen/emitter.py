@@ -143,7 +143,8 @@ class CEmitter:
         return cname
 
     # ------------------------------------------------------------------- SX
-    def _fmt(self, template: str, *operands: str) -> str:
+    def format_op(self, template: str, *operands: str) -> str:
+        """An operation's C text: `template` (from `_BINARY`/`_UNARY`) filled for this real type."""
         return template.format(*operands, f="f" if self.real == "float" else "").replace("(R)", f"({self.real})")
 
     def _sx(self, F: ca.Function, cname: str) -> str:
@@ -170,9 +171,9 @@ class CEmitter:
             elif op == ca.OP_CONST:
                 body.append(f"  w{outs[0]} = {literal(F.instruction_constant(k), R)};")
             elif op in _BINARY:
-                body.append(f"  w{outs[0]} = {self._fmt(_BINARY[op], f'w{ins[0]}', f'w{ins[1]}')};")
+                body.append(f"  w{outs[0]} = {self.format_op(_BINARY[op], f'w{ins[0]}', f'w{ins[1]}')};")
             elif op in _UNARY:
-                body.append(f"  w{outs[0]} = {self._fmt(_UNARY[op], f'w{ins[0]}')};")
+                body.append(f"  w{outs[0]} = {self.format_op(_UNARY[op], f'w{ins[0]}')};")
             else:
                 raise EmitError(f"cannot export operation {_OPS.get(op, op)} in {F.name()}: no C translation")
         lines = [f"/* {F.name()}: {_signature(F)} */"]
@@ -202,123 +203,152 @@ class CEmitter:
     # ------------------------------------------------------------------- MX
     def _mx(self, F: ca.Function, cname: str) -> str:
         R = self.real
-        body: list[str] = []
-        statics: dict[str, int] = {}
-        consts: list[str] = []
-        refs: dict[int, _Ref] = {}
-        callees: list[str] = []
-        last_use: dict[int, int] = {}
+        body = _MXBody(self, F, cname)
+        for k in range(F.n_instructions()):
+            body.translate(k)
+        self.call_graph[cname] = sorted(set(body.callees))
+        self.static_reals += sum(body.statics.values())
+        head = [f"/* {F.name()}: {_signature(F)} */"] + body.consts
+        head += [f"static {R} {name}[{size}];" for name, size in body.statics.items()]
+        fn = [f"static int {cname}(const {R}** arg, {R}** res) {{"]
+        if any("for (i = 0;" in line for line in body.lines):
+            fn.append("  int i;")
+        fn += body.lines
+        if not any("arg[" in line for line in body.lines):
+            fn.append("  (void)arg;")
+        if not any("res[" in line for line in body.lines):
+            fn.append("  (void)res;")
+        return "\n".join(head + fn + ["  return 0;", "}", ""])
+
+
+class _MXBody:
+    """The statements of one MX Function, one instruction at a time.
+
+    Every work element lives in a `_Ref`: an input pointer, a constant array,
+    a static buffer, or a slice (an alias) of one of these.
+    """
+
+    def __init__(self, emitter: CEmitter, F: ca.Function, cname: str) -> None:
+        self.emitter, self.F, self.cname, self.R = emitter, F, cname, emitter.real
+        self.lines: list[str] = []
+        self.statics: dict[str, int] = {}
+        self.consts: list[str] = []
+        self.refs: dict[int, _Ref] = {}
+        self.callees: list[str] = []
+        self.last_use: dict[int, int] = {}
         for k in range(F.n_instructions()):
             if F.instruction_id(k) != ca.OP_INPUT:
                 for w in F.instruction_input(k):
-                    last_use[w] = k
-        k = 0
+                    self.last_use[w] = k
+        self.k = 0
 
-        def buffer(w: int, n: int, avoid: set[str]) -> _Ref:
-            # A fresh storage for work element w that no live reference (an
-            # input of this instruction, or a slice alias of another element)
-            # points into: CasADi may reuse a work slot that an alias of ours
-            # still reads from.
-            live = avoid | {r.base for key, r in refs.items() if key != w and last_use.get(key, -1) >= k}
-            name, suffix = f"{cname}_w{w}", 0
-            while name in live:
-                suffix += 1
-                name = f"{cname}_w{w}_{suffix}"
-            statics[name] = max(statics.get(name, 1), n)
-            return _Ref(name)
+    def buffer(self, w: int, n: int, avoid: set[str]) -> _Ref:
+        """Fresh storage for work element `w` that no live reference points into.
 
-        for k in range(F.n_instructions()):
-            op = F.instruction_id(k)
-            ins = F.instruction_input(k)
-            outs = F.instruction_output(k)
-            if op == ca.OP_INPUT:
-                info = F.instruction_MX(k).info()
-                nnz = F.instruction_MX(k).nnz()
-                if info["offset"] == 0 and nnz == F.nnz_in(info["ind"]):
-                    refs[outs[0]] = _Ref(f"arg[{info['ind']}]", 0, nullable=True)
-                else:
-                    src, dst = _Ref(f"arg[{info['ind']}]", info["offset"], True), buffer(outs[0], nnz, set())
-                    body += _copy(dst.base, src, nnz)
-                    refs[outs[0]] = dst
-            elif op == ca.OP_OUTPUT:
-                src, n = refs[ins[0]], F.nnz_out(outs[0])
-                body.append(f"  if (res[{outs[0]}]) {{")
-                body += _copy(f"res[{outs[0]}]", src, n, "    ")
-                body.append("  }")
-            elif op == ca.OP_CONST:
-                values = np.array(ca.evalf(F.instruction_MX(k)).nonzeros(), dtype=float)
-                name = f"{cname}_c{k}"
-                consts.append(f"static const {R} {name}[{max(1, values.size)}] = "
-                              f"{{{', '.join(literal(v, R) for v in values) or '0'}}};")
-                refs[outs[0]] = _Ref(name)
-            elif op == ca.OP_CALL:
-                G = F.instruction_MX(k).which_function()
-                gname = self.add(G)
-                callees.append(gname)
-                in_bases = {refs[w].base for w in ins if w >= 0}
-                args = [refs[w].pointer() if w >= 0 else "0" for w in ins]
-                new = {}
-                for j, w in enumerate(outs):
-                    if w >= 0:
-                        new[w] = buffer(w, G.nnz_out(j), in_bases)
-                body.append(f"  {{ const {R}* a[{max(1, len(ins))}] = {{{', '.join(args) or '0'}}};")
-                res = [new[w].pointer() if w >= 0 else "0" for w in outs]
-                body.append(f"    {R}* r[{max(1, len(outs))}] = {{{', '.join(res) or '0'}}};")
-                body.append(f"    if ({gname}(a, r)) return 1; }}")
-                refs.update(new)
-            elif op == ca.OP_GETNONZEROS:
-                node = F.instruction_MX(k)
-                nz = _nonzeros(node.info(), node.nnz())
-                src = refs[ins[0]]
-                contiguous = nz == list(range(nz[0], nz[0] + len(nz))) if nz else True
-                if contiguous and not src.nullable:
-                    refs[outs[0]] = _Ref(src.base, src.offset + (nz[0] if nz else 0))
-                else:
-                    dst = buffer(outs[0], len(nz), {src.base})
-                    body += [f"  {dst.base}[{j}] = {src.read(i)};" for j, i in enumerate(nz)]
-                    refs[outs[0]] = dst
-            elif op in _BINARY or op in _UNARY:
-                # Elementwise on dense operands; a one-nonzero operand broadcasts.
-                node = F.instruction_MX(k)
-                n = node.nnz()
-                arity = 2 if op in _BINARY else 1
-                srcs = [refs[w] for w in ins[:arity]]
-                sizes = [node.dep(i).nnz() for i in range(arity)]
-                if any(size not in (1, n) for size in sizes) or not node.sparsity().is_dense():
-                    raise EmitError(f"cannot export {_OPS[op]} of operands with {sizes} nonzeros in {F.name()}")
-                dst = buffer(outs[0], n, {src.base for src in srcs})
-                template = _BINARY[op] if arity == 2 else _UNARY[op]
-                for j in range(n):
-                    vals = [src.read(j if size == n else 0) for src, size in zip(srcs, sizes, strict=True)]
-                    body.append(f"  {dst.base}[{j}] = {self._fmt(template, *vals)};")
-                refs[outs[0]] = dst
-            elif op in (ca.OP_HORZCAT, ca.OP_VERTCAT):
-                node = F.instruction_MX(k)
-                if op == ca.OP_VERTCAT and any(node.dep(i).size2() != 1 for i in range(node.n_dep())):
-                    raise EmitError(f"cannot export a vertcat of matrices in {F.name()}")
-                dst = buffer(outs[0], node.nnz(), {refs[w].base for w in ins})
-                pos = 0
-                for i, w in enumerate(ins):
-                    n = node.dep(i).nnz()
-                    body += _copy(f"({dst.base} + {pos})", refs[w], n)
-                    pos += n
-                refs[outs[0]] = dst
-            else:
-                raise EmitError(f"cannot export MX operation {_OPS.get(op, op)} in {F.name()}")
+        A live reference is an input of this instruction, or a slice alias of
+        another element still to be read: CasADi may reuse a work slot that an
+        alias of ours still reads from.
+        """
+        live = avoid | {r.base for key, r in self.refs.items() if key != w and self.last_use.get(key, -1) >= self.k}
+        name, suffix = f"{self.cname}_w{w}", 0
+        while name in live:
+            suffix += 1
+            name = f"{self.cname}_w{w}_{suffix}"
+        self.statics[name] = max(self.statics.get(name, 1), n)
+        return _Ref(name)
 
-        self.call_graph[cname] = sorted(set(callees))
-        self.static_reals += sum(statics.values())
-        head = [f"/* {F.name()}: {_signature(F)} */"] + consts
-        head += [f"static {R} {name}[{size}];" for name, size in statics.items()]
-        fn = [f"static int {cname}(const {R}** arg, {R}** res) {{"]
-        if any("for (i = 0;" in line for line in body):
-            fn.append("  int i;")
-        fn += body
-        if not any("arg[" in line for line in body):
-            fn.append("  (void)arg;")
-        if not any("res[" in line for line in body):
-            fn.append("  (void)res;")
-        return "\n".join(head + fn + ["  return 0;", "}", ""])
+    def translate(self, k: int) -> None:
+        """Append the statements of instruction `k`."""
+        self.k = k
+        op = self.F.instruction_id(k)
+        ins, outs = self.F.instruction_input(k), self.F.instruction_output(k)
+        if op in _BINARY or op in _UNARY:
+            self.elementwise(op, ins, outs)
+            return
+        handler = {
+            ca.OP_INPUT: self.input, ca.OP_OUTPUT: self.output, ca.OP_CONST: self.const, ca.OP_CALL: self.call,
+            ca.OP_GETNONZEROS: self.get_nonzeros, ca.OP_HORZCAT: self.concat, ca.OP_VERTCAT: self.concat,
+        }.get(op)
+        if handler is None:
+            raise EmitError(f"cannot export MX operation {_OPS.get(op, op)} in {self.F.name()}")
+        handler(op, ins, outs)
+
+    def input(self, op: int, ins: list[int], outs: list[int]) -> None:
+        info = self.F.instruction_MX(self.k).info()
+        nnz = self.F.instruction_MX(self.k).nnz()
+        if info["offset"] == 0 and nnz == self.F.nnz_in(info["ind"]):
+            self.refs[outs[0]] = _Ref(f"arg[{info['ind']}]", 0, nullable=True)
+        else:
+            src, dst = _Ref(f"arg[{info['ind']}]", info["offset"], True), self.buffer(outs[0], nnz, set())
+            self.lines += _copy(dst.base, src, nnz)
+            self.refs[outs[0]] = dst
+
+    def output(self, op: int, ins: list[int], outs: list[int]) -> None:
+        src, n = self.refs[ins[0]], self.F.nnz_out(outs[0])
+        self.lines.append(f"  if (res[{outs[0]}]) {{")
+        self.lines += _copy(f"res[{outs[0]}]", src, n, "    ")
+        self.lines.append("  }")
+
+    def const(self, op: int, ins: list[int], outs: list[int]) -> None:
+        values = np.array(ca.evalf(self.F.instruction_MX(self.k)).nonzeros(), dtype=float)
+        name = f"{self.cname}_c{self.k}"
+        self.consts.append(f"static const {self.R} {name}[{max(1, values.size)}] = "
+                           f"{{{', '.join(literal(v, self.R) for v in values) or '0'}}};")
+        self.refs[outs[0]] = _Ref(name)
+
+    def call(self, op: int, ins: list[int], outs: list[int]) -> None:
+        R = self.R
+        G = self.F.instruction_MX(self.k).which_function()
+        gname = self.emitter.add(G)
+        self.callees.append(gname)
+        in_bases = {self.refs[w].base for w in ins if w >= 0}
+        args = [self.refs[w].pointer() if w >= 0 else "0" for w in ins]
+        new = {w: self.buffer(w, G.nnz_out(j), in_bases) for j, w in enumerate(outs) if w >= 0}
+        res = [new[w].pointer() if w >= 0 else "0" for w in outs]
+        self.lines.append(f"  {{ const {R}* a[{max(1, len(ins))}] = {{{', '.join(args) or '0'}}};")
+        self.lines.append(f"    {R}* r[{max(1, len(outs))}] = {{{', '.join(res) or '0'}}};")
+        self.lines.append(f"    if ({gname}(a, r)) return 1; }}")
+        self.refs.update(new)
+
+    def get_nonzeros(self, op: int, ins: list[int], outs: list[int]) -> None:
+        node = self.F.instruction_MX(self.k)
+        nz = _nonzeros(node.info(), node.nnz())
+        src = self.refs[ins[0]]
+        contiguous = nz == list(range(nz[0], nz[0] + len(nz))) if nz else True
+        if contiguous and not src.nullable:
+            self.refs[outs[0]] = _Ref(src.base, src.offset + (nz[0] if nz else 0))
+        else:
+            dst = self.buffer(outs[0], len(nz), {src.base})
+            self.lines += [f"  {dst.base}[{j}] = {src.read(i)};" for j, i in enumerate(nz)]
+            self.refs[outs[0]] = dst
+
+    def elementwise(self, op: int, ins: list[int], outs: list[int]) -> None:
+        # Elementwise on dense operands; a one-nonzero operand broadcasts.
+        node = self.F.instruction_MX(self.k)
+        n = node.nnz()
+        arity = 2 if op in _BINARY else 1
+        srcs = [self.refs[w] for w in ins[:arity]]
+        sizes = [node.dep(i).nnz() for i in range(arity)]
+        if any(size not in (1, n) for size in sizes) or not node.sparsity().is_dense():
+            raise EmitError(f"cannot export {_OPS[op]} of operands with {sizes} nonzeros in {self.F.name()}")
+        dst = self.buffer(outs[0], n, {src.base for src in srcs})
+        template = _BINARY[op] if arity == 2 else _UNARY[op]
+        for j in range(n):
+            vals = [src.read(j if size == n else 0) for src, size in zip(srcs, sizes, strict=True)]
+            self.lines.append(f"  {dst.base}[{j}] = {self.emitter.format_op(template, *vals)};")
+        self.refs[outs[0]] = dst
+
+    def concat(self, op: int, ins: list[int], outs: list[int]) -> None:
+        node = self.F.instruction_MX(self.k)
+        if op == ca.OP_VERTCAT and any(node.dep(i).size2() != 1 for i in range(node.n_dep())):
+            raise EmitError(f"cannot export a vertcat of matrices in {self.F.name()}")
+        dst = self.buffer(outs[0], node.nnz(), {self.refs[w].base for w in ins})
+        pos = 0
+        for i, w in enumerate(ins):
+            n = node.dep(i).nnz()
+            self.lines += _copy(f"({dst.base} + {pos})", self.refs[w], n)
+            pos += n
+        self.refs[outs[0]] = dst
 
 
 def _copy(dst: str, src: _Ref, n: int, indent: str = "  ") -> list[str]:

@@ -457,8 +457,7 @@ def _is_arm_elf(path: Path) -> bool:
         head = f.read(20)
     if len(head) < 20 or head[:4] != b"\x7fELF":
         return False
-    order = "little" if head[5] == 1 else "big"
-    return int.from_bytes(head[18:20], order) == 40
+    return int.from_bytes(head[18:20], "little" if head[5] == 1 else "big") == 40
 
 
 def undefined_symbols(object_file: Path, *, nm: str | None = None) -> list[str]:

@@ -169,7 +169,8 @@ def _parse(stdout: str, F: ca.Function, n_vectors: int) -> list[list[np.ndarray]
     return results
 
 
-def _compare(F: ca.Function, vectors, results, real: str) -> dict[str, float]:
+def _compare(F: ca.Function, vectors: Sequence[Sequence[np.ndarray]], results: list[list[np.ndarray]],
+             real: str) -> dict[str, float]:
     worst = {F.name_out(i): 0.0 for i in range(F.n_out())}
     for vec, got in zip(vectors, results, strict=True):
         if real == "float":

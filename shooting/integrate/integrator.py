@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
+from typing import Any
 
 import casadi as ca
 import numpy as np
@@ -237,7 +238,7 @@ def _output_names(builder: SubstepBuilder) -> list[str]:
     return names
 
 
-def _symbols(builder: SubstepBuilder, kind=ca.SX):
+def _symbols(builder: SubstepBuilder, kind: Any = ca.SX) -> tuple[Any, Any, Any, Any, Any]:
     return (
         kind.sym("x", builder.nx),
         kind.sym("u", builder.nu),
@@ -251,8 +252,8 @@ def _identity_seed(builder: SubstepBuilder) -> ca.DM:
     return ca.horzcat(ca.DM.eye(builder.nx), ca.DM(builder.nx, builder.nu))
 
 
-def _outputs(builder: SubstepBuilder, x, S, err) -> list:
-    """Output list, dense: A and B are dense column-major (contract), even where
+def _outputs(builder: SubstepBuilder, x: Any, S: Any, err: Any) -> list[Any]:
+    """Output list, dense: A and B are dense column-major (as documented), even where
     entries are structurally zero (e.g. a state that no derivative depends on)."""
     outs = [x]
     if builder.mode != "none":
@@ -267,7 +268,7 @@ def _unrolled(builder: SubstepBuilder, steps: int, name: str) -> ca.Function:
     x0, u, p, t0, dt = _symbols(builder)
     h = dt / steps
     ad_whole_map = builder.mode == "ad" and builder.explicit
-    S = None if builder.mode == "none" or ad_whole_map else _identity_seed(builder)
+    S: ca.SX | ca.DM | None = None if builder.mode == "none" or ad_whole_map else _identity_seed(builder)
     x, err = x0, None
     for n in range(steps):
         x, S, e = builder.step(x, S, u, p, t0 + n * h if n else t0, h)
@@ -291,12 +292,18 @@ def _doubled(builder: SubstepBuilder, steps: int, name: str) -> ca.Function:
     # G_0: one substep with symbolic seed, as flat SX.
     xs, us, ps, ts, hs = ca.SX.sym("x", nx), ca.SX.sym("u", builder.nu), ca.SX.sym("p", builder.npar), \
         ca.SX.sym("t"), ca.SX.sym("h")
-    Ss = ca.SX.sym("S", nx, m) if sens else None
-    x1, S1, e1 = builder.step(xs, Ss, us, ps, ts, hs)
-    ins = [xs] + ([Ss] if sens else []) + [us, ps, ts, hs]
-    in_names = ["x"] + (["S"] if sens else []) + ["u", "p", "t", "h"]
-    outs = [x1] + ([S1] if sens else []) + ([e1] if emb else [])
-    out_names = ["x_next"] + (["S_next"] if sens else []) + (["err"] if emb else [])
+    Ss = ca.SX.sym("S", nx, m)
+    x1, S1, e1 = builder.step(xs, Ss if sens else None, us, ps, ts, hs)
+    ins, in_names = [xs, Ss, us, ps, ts, hs], ["x", "S", "u", "p", "t", "h"]
+    outs, out_names = [x1], ["x_next"]
+    if not sens:
+        del ins[1], in_names[1]
+    elif S1 is not None:
+        outs.append(S1)
+        out_names.append("S_next")
+    if emb and e1 is not None:
+        outs.append(e1)
+        out_names.append("err")
     levels = [ca.Function(f"{name}_sub", ins, outs, in_names, out_names, {"cse": True})]
 
     # G_k = G_{k-1} o G_{k-1}, as many levels as N has binary digits.

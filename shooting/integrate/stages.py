@@ -10,8 +10,9 @@ step of size h from (t_n, x_n) has stage slopes
     K_i = f(X_i, t_n + c_i h),   X_i = x_n + h * sum_j a_ij K_j,   i = 1..s,
 
 and advances x_{n+1} = x_n + h * sum_i b_i K_i. The stage state is always built
-from x_n, never from the previous stage (the seed note 000 writes
-x_3 = x_2 + h/2 f_2; that is a typo: x_3 = x_n + h/2 f_2).
+from x_n, never from the previous stage (Erratum E1 in the README: the RK4
+step note this project started from writes x_3 = x_2 + h/2 f_2 and
+x_4 = x_3 + h f_3; right are x_3 = x_n + h/2 f_2 and x_4 = x_n + h f_3).
 """
 
 from __future__ import annotations
@@ -20,13 +21,15 @@ from collections.abc import Callable, Sequence
 
 import casadi as ca
 import numpy as np
+import numpy.typing as npt
 
 __all__ = ["combine", "explicit_stages", "implicit_stages", "stage_states", "newton_matrix"]
 
 Rhs = Callable[[ca.SX, ca.SX], ca.SX]
 
 
-def combine(base: ca.SX, h: ca.SX, weights: Sequence[float], slopes: Sequence[ca.SX]) -> ca.SX:
+def combine(base: ca.SX, h: ca.SX, weights: Sequence[float] | npt.NDArray[np.float64],
+            slopes: Sequence[ca.SX]) -> ca.SX:
     """Return ``base + sum_j (h w_j) * slopes[j]``, skipping zero weights.
 
     The scalar ``h w_j`` is formed first, so each term costs one multiply per

@@ -5,8 +5,10 @@ A substep maps (x_n, S_n) to (x_{n+1}, S_{n+1}) where S = d x / d(x_0, u) =
 chain rule. Four ways to obtain S_{n+1} (all exact derivatives of the same
 discrete map; they agree to rounding):
 
-- ``forward``: stage-wise forward propagation (seed notes 000/001 generalised
-  to any tableau). Differentiating K_i = f(X_i), X_i = x_n + h sum_j a_ij K_j
+- ``forward``: stage-wise forward propagation (the RK4 and Euler step notes'
+  recursion, generalised to any tableau, with their typos corrected: Errata
+  E1, E2 and E4 in the README; the Jacobians are taken at the stage state
+  before the update). Differentiating K_i = f(X_i), X_i = x_n + h sum_j a_ij K_j
   with respect to w = (x_0, u) gives
 
       dK_i = J_i (S_n + h sum_j a_ij dK_j) + [0  F_i],   J_i = f_x(X_i), F_i = f_u(X_i),
@@ -19,9 +21,10 @@ discrete map; they agree to rounding):
 
   whose matrix is the Newton matrix at the converged stages.
 - ``variational``: the tableau applied to the augmented state z = [x; vec(S)]
-  with z' = [f; f_x S + [0 f_u]] (seed note 002, "method 1"; the note's
-  z_{n+1} = z_n + h/2 (...) is a typo for h/6, and its k_2 evaluates f_x at
-  x_n + k_1/2 where x_n + h k_1/2 is meant). The S-part of the augmented stage
+  with z' = [f; f_x S + [0 f_u]] ("method 1" of the sensitivity-equation
+  note; Errata E6 and E7 in the README: its z_{n+1} = z_n + h/2 (...) is a
+  typo for h/6, and its k_2, k_3 evaluate f_x at x_n + k/2 where
+  x_n + h k/2 is meant). The S-part of the augmented stage
   equations is linear, so for implicit tableaus it is solved exactly with the
   same matrix as above.
 - ``ad``: CasADi's algorithmic differentiation. Explicit tableaus: jacobian
@@ -36,6 +39,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 import casadi as ca
 import numpy as np
@@ -43,6 +47,16 @@ import numpy as np
 from shooting.integrate.stages import combine, explicit_stages, implicit_stages, newton_matrix
 
 __all__ = ["SubstepBuilder"]
+
+#: One substep's result: x_next, the propagated sensitivity S (or None) and
+#: the local error estimate of an embedded pair (or None).
+Step = tuple[ca.SX, ca.SX | None, ca.SX | None]
+
+
+def _value_and_jacobian(fjac: ca.Function, X: ca.SX, u: ca.SX, p: ca.SX, tau: ca.SX) -> tuple[ca.SX, ca.SX]:
+    """``(f, f_x)`` at a stage: the first two outputs of the builder's ``fjac``."""
+    f, f_x, _ = fjac(X, u, p, tau)
+    return f, f_x
 
 
 @dataclass(frozen=True)
@@ -106,7 +120,7 @@ class SubstepBuilder:
             return explicit_stages(lambda X, tau: self.f(X, u, p, tau), self.A, self.c, x, t, h)
         fjac = self._fjac
         K, _ = implicit_stages(
-            lambda X, tau: tuple(fjac(X, u, p, tau)[:2]), self.A, self.c, x, t, h, self.newton_iterations,
+            lambda X, tau: _value_and_jacobian(fjac, X, u, p, tau), self.A, self.c, x, t, h, self.newton_iterations,
             self.simplified_newton,
         )
         return K
@@ -119,7 +133,7 @@ class SubstepBuilder:
     # ------------------------------------------------------------- substeps
     def step(
         self, x: ca.SX, S: ca.SX | ca.DM | None, u: ca.SX, p: ca.SX, t: ca.SX, h: ca.SX
-    ) -> tuple[ca.SX, ca.SX | None, ca.SX | None]:
+    ) -> Step:
         """One substep from (x, S) at time t with step h.
 
         Parameters
@@ -150,7 +164,7 @@ class SubstepBuilder:
             return self._step_forward_explicit(x, S, u, p, t, h)
         return self._step_implicit(x, S, u, p, t, h)
 
-    def _step_forward_explicit(self, x, S, u, p, t, h):
+    def _step_forward_explicit(self, x: ca.SX, S: Any, u: ca.SX, p: ca.SX, t: ca.SX, h: ca.SX) -> Step:
         fjac = self._fjac
         nx = self.nx
         K: list[ca.SX] = []
@@ -163,12 +177,12 @@ class SubstepBuilder:
             dK.append(ca.mtimes(Ji, dXi) + ca.horzcat(ca.SX(nx, nx), Fi))
         return combine(x, h, self.b, K), combine(S, h, self.b, dK), self._error(h, K)
 
-    def _step_implicit(self, x, S, u, p, t, h):
+    def _step_implicit(self, x: ca.SX, S: Any, u: ca.SX, p: ca.SX, t: ca.SX, h: ca.SX) -> Step:
         # Implicit-function theorem on the converged stages (module docstring).
         fjac = self._fjac
         nx, s = self.nx, len(self.c)
         K, X = implicit_stages(
-            lambda Xs, tau: tuple(fjac(Xs, u, p, tau)[:2]), self.A, self.c, x, t, h, self.newton_iterations,
+            lambda Xs, tau: _value_and_jacobian(fjac, Xs, u, p, tau), self.A, self.c, x, t, h, self.newton_iterations,
             self.simplified_newton,
         )
         J, rhs = [], []
@@ -180,8 +194,8 @@ class SubstepBuilder:
         dK_list = [dK[i * nx:(i + 1) * nx, :] for i in range(s)]
         return combine(x, h, self.b, K), combine(S, h, self.b, dK_list), self._error(h, K)
 
-    def _step_variational(self, x, S, u, p, t, h):
-        # The same explicit tableau applied to z = [x; vec(S)] (seed note 002).
+    def _step_variational(self, x: ca.SX, S: Any, u: ca.SX, p: ca.SX, t: ca.SX, h: ca.SX) -> Step:
+        # The same explicit tableau applied to z = [x; vec(S)] (module docstring, "variational").
         nx, m = self.nx, self.nx + self.nu
         fjac = self._fjac
 
@@ -198,7 +212,7 @@ class SubstepBuilder:
         K = [k[:nx] for k in Kz]
         return z1[:nx], ca.reshape(z1[nx:], nx, m), self._error(h, K)
 
-    def _step_ad(self, x, S, u, p, t, h):
+    def _step_ad(self, x: ca.SX, S: Any, u: ca.SX, p: ca.SX, t: ca.SX, h: ca.SX) -> Step:
         # AD on fresh symbols, then substitution of the actual arguments.
         nx, nu, s = self.nx, self.nu, len(self.c)
         xs, us = ca.SX.sym("xs", nx), ca.SX.sym("us", nu)

@@ -108,14 +108,14 @@ class OCPSolution:
         return replace(self, x=x, u=u, w=w, lam_x=L.shift_w(self.lam_x), lam_g=L.shift_g(self.lam_g))
 
 
-def _scalar(expr: object, what: str) -> ca.SX:
+def _scalar(expr: Any, what: str) -> ca.SX:
     e = expr if isinstance(expr, ca.SX) else ca.SX(expr)
     if e.shape != (1, 1):
         raise ValueError(f"{what} must return a scalar expression, got shape {e.shape}")
     return e
 
 
-def _column(expr: object, what: str) -> ca.SX:
+def _column(expr: Any, what: str) -> ca.SX:
     e = expr if isinstance(expr, ca.SX) else ca.SX(expr)
     if e.size2() != 1:
         raise ValueError(f"{what} must return a column vector, got shape {e.shape}")

@@ -98,7 +98,7 @@ class RTIController:
             rhs.append(Fn[:, k] - ca.mtimes(Ak, Xb[:, k]) - ca.mtimes(Bk, Ub[:, k]))
         Acon, b = ca.vertcat(*rows), ca.vertcat(*rhs)
 
-        # Quadratic cost 1/2 w' H w + g' w (the contract's cost without constants).
+        # Quadratic cost 1/2 w' H w + g' w (the documented cost without constants).
         H = ca.DM(nw, nw)
         g = ca.SX.zeros(nw)
         for k in range(N + 1):
@@ -128,6 +128,7 @@ class RTIController:
         self.preparation_times.clear()
 
     def _prepare(self, t: float) -> None:
+        assert self._wbar is not None
         t_start = time.perf_counter()
         P = self.ocp.parameters(np.zeros(self.ocp.nx), t0=t)
         A, b, g = self._data(self._wbar, P)

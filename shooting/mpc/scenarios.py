@@ -87,7 +87,7 @@ class Scenario:
     def _check_dimensions(self) -> None:
         nx, nu, N = self.nx, self.nu, self.problem.horizon
         cost, con = self.problem.cost, self.problem.constraints
-        sizes: list[tuple[str, object, tuple[tuple[int, ...], ...]]] = [
+        sizes: list[tuple[str, Any, tuple[tuple[int, ...], ...]]] = [
             ("Q", cost.Q, ((nx, nx),)), ("Q_terminal", cost.Q_terminal, ((nx, nx),)),
             ("x_ref", cost.x_ref, ((nx,), (N + 1, nx))),
             ("x_min", con.x_min, ((nx,), (1,))), ("x_max", con.x_max, ((nx,), (1,))),

@@ -260,7 +260,7 @@ class Trajectory:
             fig.savefig(buf, format="png", dpi=110)
             return write_atomic(directory / name, buf.getvalue())
 
-        def bounds(ax, lo: float, hi: float) -> None:
+        def bounds(ax: Any, lo: float, hi: float) -> None:
             for b in (lo, hi):
                 if np.isfinite(b):
                     ax.axhline(b, color="tab:red", ls="--", lw=0.9)

@@ -2,9 +2,9 @@
 
 Every coefficient is an exact fraction, checked against the rooted-tree
 order conditions when the catalogue entry is first built (``get_tableau`` is
-cached).  Where the seed notes (``/work/shared/seeds``: 003 lecture slides,
-004 cheat sheet) disagree with the order conditions, an ``Erratum`` comment
-sits next to the corrected coefficient.
+cached).  Where the notes this project started from disagree with the order
+conditions, an ``Erratum`` comment sits next to the corrected coefficient,
+numbered as in the README's section "Errata".
 
 ``order`` is always the order of ``b`` (the propagated solution) and
 ``embedded_order`` that of ``b_hat`` (the error estimator): for the
@@ -30,7 +30,8 @@ __all__ = ["get_tableau", "tableau_names", "rk2", "rk3"]
 F = Fraction
 
 
-def _explicit(rows: list[list[Any]], b, *, b_hat=None, **meta: Any) -> ButcherTableau:
+def _explicit(rows: list[list[Any]], b: list[Any], *, b_hat: list[Any] | None = None,
+              **meta: Any) -> ButcherTableau:
     """Explicit tableau from its strictly lower rows (row i has i entries)."""
     s = len(rows)
     A = [[F(x) for x in row] + [F(0)] * (s - len(row)) for row in rows]
@@ -54,8 +55,8 @@ def _euler() -> ButcherTableau:
 def _midpoint() -> ButcherTableau:
     return _explicit(
         [[], ["1/2"]],
-        # Erratum (seed cheat sheet 004, "Explicit mid-point rule"): the sheet
-        # gives b = (0, 1/2), which sums to 1/2 (inconsistent); correct b = (0, 1).
+        # Erratum E14 (README): a course cheat sheet gives b = (0, 1/2), which
+        # sums to 1/2 (inconsistent); correct b = (0, 1).
         [0, 1],
         name="midpoint", order=2,
         description="2nd order explicit Runge-Kutta method (explicit midpoint rule), "
@@ -80,9 +81,9 @@ def _heun() -> ButcherTableau:
 def _ralston() -> ButcherTableau:
     return _explicit(
         [[], ["2/3"]],
-        # Erratum (seed cheat sheet 004, "Ralston's RK2"): the sheet gives
-        # b = (1/4, 1/3), which sums to 7/12; correct b = (1/4, 3/4)
-        # (= rk2(2/3): b_2 = 1/(2 alpha) = 3/4).
+        # Erratum E15 (README): a course cheat sheet gives b = (1/4, 1/3),
+        # which sums to 7/12; correct b = (1/4, 3/4) (= rk2(2/3): b_2 =
+        # 1/(2 alpha) = 3/4).
         ["1/4", "3/4"],
         name="ralston", order=2,
         description="2nd order explicit Runge-Kutta method (Ralston, minimum error bound), "
@@ -164,9 +165,8 @@ def _bs3() -> ButcherTableau:
 
 
 def _rkf45() -> ButcherTableau:
-    # Checked coefficient by coefficient against the seed slides (003,
-    # "Runge-Kutta-Fehlberg 4/5"): they agree with Fehlberg and satisfy the
-    # order conditions (x_1: order 4, x_2: order 5).
+    # Fehlberg's coefficients (checked against the order conditions: b has
+    # order 4, b_hat order 5; the lecture slides' RKF45 table agrees).
     return _explicit(
         [
             [],
@@ -314,7 +314,7 @@ def _parse_alpha(alpha: Any, family: str) -> tuple[Fraction, bool]:
     raise ValueError(f"{family}: alpha must be a real number (int, Fraction, float or '2/3'), got {alpha!r}")
 
 
-def _finish(values: list, exact: bool) -> list:
+def _finish(values: list[Any], exact: bool) -> list[Any]:
     return values if exact else [float(v) for v in values]
 
 
@@ -356,7 +356,7 @@ def rk3(alpha: Fraction | int | float | str) -> ButcherTableau:
 
         sum b = 1,  b.c = 1/2,  b.c^2 = 1/3,  b.(A c) = 1/6
 
-    which give (identical to the seed cheat sheet, checked)::
+    which give::
 
         b_2  = 1 / (6 alpha (1 - alpha))
         b_3  = (2 - 3 alpha) / (6 (1 - alpha))
@@ -386,8 +386,8 @@ def rk3(alpha: Fraction | int | float | str) -> ButcherTableau:
             f"(the coefficients divide by alpha, 2 - 3 alpha and 1 - alpha)"
         )
     a32 = (1 - a) / (a * (2 - 3 * a))
-    A = [[0, 0, 0], [a, 0, 0], [1 - a32, a32, 0]]
+    rows: list[list[Any]] = [[0, 0, 0], [a, 0, 0], [1 - a32, a32, 0]]
     b = [F(1, 2) - 1 / (6 * a), 1 / (6 * a * (1 - a)), (2 - 3 * a) / (6 * (1 - a))]
-    A = [_finish(row, exact) for row in A]
+    A = [_finish(row, exact) for row in rows]
     c = _finish([0, a, 1], exact)
     return ButcherTableau(A, _finish(b, exact), c, name=f"rk3(alpha={alpha})", order=3)

@@ -1,7 +1,6 @@
 """Collocation Runge-Kutta methods: Gauss-Legendre and Radau IIA.
 
-Construction (HNW I, Sec. II.7; seed cheat sheet 004, "Gauss-Legendre
-collocation method"): given distinct nodes ``c_1 < ... < c_s`` in [0, 1], let
+Construction (HNW I, Sec. II.7): given distinct nodes ``c_1 < ... < c_s`` in [0, 1], let
 
     ell_i(tau) = prod_{j != i} (tau - c_j) / (c_i - c_j)     (Lagrange basis)
     L_i(tau)   = integral_0^tau ell_i(xi) dxi
@@ -134,8 +133,7 @@ def _refine_root(p: list[Fraction], dp: list[Fraction], guess: float) -> tuple[F
 
 def _roots_in_unit_interval(p: list[Fraction]) -> tuple[list[Fraction], bool]:
     degree = len(p) - 1
-    guesses = np.roots([float(x) for x in reversed(p)])
-    guesses = sorted(float(np.real(g)) for g in guesses)
+    guesses = sorted(float(np.real(g)) for g in np.roots([float(x) for x in reversed(p)]))
     dp = poly_deriv(p)
     roots, exact = [], True
     for g in guesses:

@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from fractions import Fraction
 from functools import lru_cache
 
@@ -113,7 +113,7 @@ class _TreeTable:
                 new.append(len(self.children) - 1)
             self.by_order.append(new)
 
-    def _multisets(self, remaining: int, max_id: int):
+    def _multisets(self, remaining: int, max_id: int) -> Iterator[tuple[int, ...]]:
         if remaining == 0:
             yield ()
             return
@@ -212,7 +212,7 @@ def symmetry(tree: Tree) -> int:
 # --------------------------------------------------------------------------
 # Elementary weights on an integer grid
 # --------------------------------------------------------------------------
-def _common_denominator(values) -> int:
+def _common_denominator(values: Iterable[Fraction]) -> int:
     denominator = 1
     for v in values:
         denominator = math.lcm(denominator, v.denominator)
@@ -380,7 +380,7 @@ def simplifying_assumptions(
     norm_A = max(Fraction(1), max(sum(abs(x) for x in row) for row in A))
     norm_b = max(Fraction(1), sum(abs(x) for x in b))
 
-    def close(lhs: Fraction, rhs: Fraction, k: int) -> bool:
+    def close(lhs: Fraction | int, rhs: Fraction, k: int) -> bool:
         return abs(lhs - rhs) <= tolerance * norm_b * norm_A ** (k - 1)
 
     # B(p): quadrature conditions sum_i b_i c_i^(k-1) = 1/k.

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from shooting import _validate
 from shooting._files import write_atomic
 
 if TYPE_CHECKING:
@@ -18,7 +19,8 @@ if TYPE_CHECKING:
 __all__ = ["plot_stability_region"]
 
 
-def _stable_mask(tableau: ButcherTableau, re, im) -> npt.NDArray[np.bool_]:
+def _stable_mask(tableau: ButcherTableau, re: npt.NDArray[np.float64],
+                 im: npt.NDArray[np.float64]) -> npt.NDArray[np.bool_]:
     with np.errstate(over="ignore", invalid="ignore"):
         r = np.abs(tableau.stability_function(re[None, :] + 1j * im[:, None]))
     return np.nan_to_num(r, nan=np.inf) <= 1.0
@@ -35,7 +37,7 @@ def _auto_window(tableau: ButcherTableau) -> tuple[float, float, float, float]:
     (Gauss) keeps the square.
     """
     P, Q = tableau.stability_polynomials()
-    roots = []
+    roots: list[complex] = []
     for poly in (P, Q):
         if len(poly) > 1:
             roots.extend(np.roots([float(x) for x in reversed(poly)]))
@@ -95,19 +97,19 @@ def plot_stability_region(
     str
         ``path``.
     """
-    if isinstance(resolution, bool) or not isinstance(resolution, int) or resolution < 20:
-        raise ValueError(f"resolution must be an integer >= 20, got {resolution!r}")
+    resolution = _validate.integer(resolution, "resolution", minimum=20)
     if window is None:
         window = _auto_window(tableau)
     else:
-        window = tuple(float(v) for v in window)
-        if len(window) != 4 or not all(math.isfinite(v) for v in window) or not (
-            window[0] < window[1] and window[2] < window[3]
+        given = tuple(float(v) for v in window)
+        if len(given) != 4 or not all(math.isfinite(v) for v in given) or not (
+            given[0] < given[1] and given[2] < given[3]
         ):
             raise ValueError(
                 f"window must be (re_min, re_max, im_min, im_max) with finite, "
                 f"increasing bounds, got {window!r}"
             )
+        window = (given[0], given[1], given[2], given[3])
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):

@@ -15,7 +15,9 @@ decisions must be exact rather than sampled:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from fractions import Fraction
+from typing import Any
 
 __all__ = [
     "Poly",
@@ -60,7 +62,7 @@ def poly_add(p: Poly, q: Poly) -> Poly:
     )
 
 
-def poly_scale(p: Poly, factor) -> Poly:
+def poly_scale(p: Poly, factor: Fraction | int) -> Poly:
     """``factor * p``."""
     return poly_trim([factor * x for x in p])
 
@@ -92,7 +94,7 @@ def poly_integrate(p: Poly) -> Poly:
     return poly_trim([Fraction(0)] + [Fraction(x) / (k + 1) for k, x in enumerate(p)])
 
 
-def poly_eval(p: Poly, x):
+def poly_eval(p: Poly, x: Any) -> Any:
     """Horner evaluation (exact for Fraction ``x``)."""
     acc = Fraction(0) if isinstance(x, (int, Fraction)) else 0 * x
     for coeff in reversed(p):
@@ -100,7 +102,7 @@ def poly_eval(p: Poly, x):
     return acc
 
 
-def poly_from_roots(roots) -> Poly:
+def poly_from_roots(roots: Iterable[Fraction | int]) -> Poly:
     """Monic ``prod (z - r)``."""
     p: Poly = [Fraction(1)]
     for r in roots:
@@ -134,11 +136,11 @@ def poly_gcd(p: Poly, q: Poly) -> Poly:
     return poly_scale(p, 1 / p[-1]) if p else []
 
 
-def sign(x) -> int:
+def sign(x: Fraction | int) -> int:
     return (x > 0) - (x < 0)
 
 
-def sign_changes(values) -> int:
+def sign_changes(values: Iterable[Fraction | int]) -> int:
     signs = [sign(v) for v in values if v != 0]
     return sum(1 for u, v in zip(signs, signs[1:], strict=False) if u != v)
 

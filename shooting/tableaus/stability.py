@@ -19,8 +19,8 @@ below decide on exact coefficients instead of sampled values:
   Hurwitz on Q(-z), also exact.
 * L-stable  <=>  A-stable and R(z) -> 0 as |z| -> inf, i.e. deg P < deg Q.
 
-Erratum (seed cheat sheet 004, "L-stability"): the sheet defines L-stability
-through ``lim_{w -> +-inf} |R(i w h)| = 0``; the definition is
+Erratum E16 (README): a course cheat sheet defines L-stability through
+``lim_{w -> +-inf} |R(i w h)| = 0``; the definition is
 ``R(z) -> 0`` as ``|z| -> inf`` (Ehle 1969; HNW II, Def. IV.3.7).  For a
 rational R both limits agree, but only the latter is the definition, and it
 is what is checked here (``deg P < deg Q`` exactly).
@@ -31,8 +31,8 @@ tableau's ``tolerance`` times the size of the largest coefficient are set to
 zero before the exact decisions; this removes e.g. the 1e-90 noise in the
 E-polynomial of Gauss methods, which is identically zero in theory.
 
-Erratum (seed slides 003, "RK: Stability"): "for orders higher than 5 the
-stability domain depends on the concrete Butcher tableau" -- it already does
+Erratum E9 (README): lecture slides say "for orders higher than 5 the
+stability domain depends on the concrete Butcher tableau"; it already does
 from order 5 on: an explicit method of order p = s exists only for p <= 4
 (then R is the degree-p Taylor polynomial of exp), while order 5 needs 6
 stages and a free z^6 coefficient (dopri5: 1/600, cashkarp: 1/800).
@@ -44,7 +44,7 @@ plot of the stability region in `shooting.tableaus.plot`.
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -89,11 +89,11 @@ def _det_one_minus_zM(M: list[list[Fraction]]) -> Poly:
     Mk = [[Fraction(0)] * s for _ in range(s)]
     for k in range(1, s + 1):
         Mk = [
-            [sum(M[i][m] * Mk[m][j] for m in range(s)) + (coeffs[-1] if i == j else 0)
+            [sum((M[i][m] * Mk[m][j] for m in range(s)), Fraction(0)) + (coeffs[-1] if i == j else 0)
              for j in range(s)]
             for i in range(s)
         ]
-        trace = sum(sum(M[i][m] * Mk[m][i] for m in range(s)) for i in range(s))
+        trace = sum((M[i][m] * Mk[m][i] for i in range(s) for m in range(s)), Fraction(0))
         coeffs.append(-trace / k)
     return poly_trim(coeffs)
 
@@ -138,7 +138,7 @@ def stability_polynomials(
     return tuple(P), tuple(Q)
 
 
-def stability_function(tableau: ButcherTableau, z):
+def stability_function(tableau: ButcherTableau, z: Any) -> Any:
     """Evaluate ``R(z)`` for a complex scalar or an array of any shape.
 
     Parameters
@@ -210,7 +210,7 @@ def is_a_stable(tableau: ButcherTableau) -> bool:
 
 def is_l_stable(tableau: ButcherTableau) -> bool:
     """A-stable and ``R(z) -> 0`` as ``|z| -> inf`` (``deg P < deg Q``, exactly)."""
-    # Erratum (seed cheat sheet 004): not "lim |R(i w h)| = 0" but R(z) -> 0
+    # Erratum E16 (README): not "lim |R(i w h)| = 0" but R(z) -> 0
     # as |z| -> inf in any direction (Ehle 1969; HNW II, Def. IV.3.7).
     if not is_a_stable(tableau):
         return False

@@ -6,8 +6,7 @@ A Runge-Kutta method with ``s`` stages is the data
     --+----          x_{n+1} = x_n + h sum_i b_i k_i
       | b^T          (embedded: x^_{n+1} = x_n + h sum_i b^_i k_i)
 
-Erratum (seed cheat sheet 004, "Butcher tableau"): the sheet writes the stage
-as ``K_n = f(t_k + dt c_n, x_n + dt (A_n) K)``; the stage state starts from
+Erratum E12 (README): a course cheat sheet writes the stage as ``K_n = f(t_k + dt c_n, x_n + dt (A_n) K)``; the stage state starts from
 the step's initial state, ``x_k + dt sum_j a_nj K_j`` (``x_k``, not ``x_n``).
 
 Exactness and tolerances
@@ -68,7 +67,7 @@ def _check_declared(value: Any, what: str) -> int | None:
     return int(value)
 
 
-def _frozen_array(values) -> npt.NDArray[np.float64]:
+def _frozen_array(values: Any) -> npt.NDArray[np.float64]:
     arr = np.array(values, dtype=np.float64)
     arr.setflags(write=False)
     return arr
@@ -132,17 +131,20 @@ class ButcherTableau:
     get_tableau("gauss2")``.
     """
 
-    A: npt.NDArray[np.float64]
-    b: npt.NDArray[np.float64]
-    c: npt.NDArray[np.float64] | None = None
+    # Declared Any: the constructor takes array-likes (and None for what is
+    # derived), __post_init__ stores read-only float64 arrays, ints and a float
+    # (see Attributes).
+    A: Any
+    b: Any
+    c: Any = None
     _: KW_ONLY
-    b_hat: npt.NDArray[np.float64] | None = None
+    b_hat: Any = None
     name: str = ""
-    order: int | None = None
-    embedded_order: int | None = None
+    order: Any = None
+    embedded_order: Any = None
     description: str = ""
     reference: str = ""
-    tolerance: float | None = None
+    tolerance: Any = None
     A_exact: tuple[tuple[Fraction, ...], ...] = field(init=False)
     b_exact: tuple[Fraction, ...] = field(init=False)
     c_exact: tuple[Fraction, ...] = field(init=False)
@@ -353,7 +355,7 @@ class ButcherTableau:
         """Exact ``(P, Q)`` with ``R = P / Q``, coefficients lowest degree first."""
         return self._stability
 
-    def stability_function(self, z):
+    def stability_function(self, z: Any) -> Any:
         """``R(z) = det(I - z(A - 1 b^T)) / det(I - z A)`` for ``z`` of any shape (...).
 
         Returns a complex (scalar ``z``) or a complex128 array of the shape of ``z``.
