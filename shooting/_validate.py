@@ -118,15 +118,14 @@ def real(value: object, what: str, *, minimum: float | None = None, positive: bo
     -------
     float
     """
+    need = ("a number" if allow_inf else "a finite number") + (" > 0" if positive else "") + \
+        ("" if minimum is None else f" >= {minimum:g}")
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{what} must be a number, got {_show(value)} ({type(value).__name__})")
+        raise ValueError(f"{what} must be {need}, got {_show(value)} ({type(value).__name__})")
     number = float(value)
-    if math.isnan(number) or (math.isinf(number) and not allow_inf):
-        raise ValueError(f"{what} must be a finite number, got {_show(value)}")
-    if positive and not number > 0:
-        raise ValueError(f"{what} must be a positive number, got {_show(value)}")
-    if minimum is not None and number < minimum:
-        raise ValueError(f"{what} must be a number >= {minimum:g}, got {_show(value)}")
+    if math.isnan(number) or (math.isinf(number) and not allow_inf) or (positive and not number > 0) \
+            or (minimum is not None and number < minimum):
+        raise ValueError(f"{what} must be {need}, got {_show(value)}")
     return number
 
 

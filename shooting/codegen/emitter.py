@@ -27,6 +27,9 @@ from dataclasses import dataclass, field
 import casadi as ca
 import numpy as np
 
+from shooting import _validate
+from shooting.options import REALS
+
 __all__ = ["CEmitter", "EmitError"]
 
 
@@ -112,8 +115,7 @@ class CEmitter:
     static_reals: int = 0
 
     def __post_init__(self) -> None:
-        if self.real not in ("double", "float"):
-            raise ValueError(f"real must be 'double' or 'float', got {self.real!r}")
+        self.real = _validate.choice(self.real, REALS, "real")
 
     @property
     def reentrant(self) -> bool:

@@ -39,6 +39,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from shooting import _validate
 from shooting.tableaus.coefficients import ordinal
 from shooting.tableaus.polynomials import (
     poly_deriv,
@@ -70,11 +71,7 @@ _BRACKET = Fraction(1, 2**290)
 
 
 def _check_stages(s: object, family: str) -> int:
-    if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or not 1 <= s <= MAX_STAGES:
-        raise ValueError(
-            f"{family}: number of stages s must be an integer in 1..{MAX_STAGES}, got {s!r}"
-        )
-    return int(s)
+    return _validate.integer(s, f"{family}: number of stages s", minimum=1, maximum=MAX_STAGES)
 
 
 def _binomial_power(p: list[Fraction], k: int) -> list[Fraction]:

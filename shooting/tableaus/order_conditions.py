@@ -58,6 +58,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from fractions import Fraction
 from functools import lru_cache
 
+from shooting import _validate
+
 __all__ = [
     "MAX_TREE_ORDER",
     "Tree",
@@ -144,8 +146,7 @@ def _density_of_id(tid: int) -> int:
 
 
 def _check_order_arg(order: int, what: str = "order") -> None:
-    if isinstance(order, bool) or not isinstance(order, int) or order < 1:
-        raise ValueError(f"{what} must be an integer >= 1, got {order!r}")
+    _validate.integer(order, what, minimum=1)
 
 
 def rooted_trees(order: int) -> tuple[Tree, ...]:

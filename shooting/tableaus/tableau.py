@@ -6,8 +6,9 @@ A Runge-Kutta method with ``s`` stages is the data
     --+----          x_{n+1} = x_n + h sum_i b_i k_i
       | b^T          (embedded: x^_{n+1} = x_n + h sum_i b^_i k_i)
 
-Erratum E12 (README): a course cheat sheet writes the stage as ``K_n = f(t_k + dt c_n, x_n + dt (A_n) K)``; the stage state starts from
-the step's initial state, ``x_k + dt sum_j a_nj K_j`` (``x_k``, not ``x_n``).
+Erratum E12 (README): a course cheat sheet writes the stage as
+``K_n = f(t_k + dt c_n, x_n + dt (A_n) K)``; the stage state starts from the
+step's initial state, ``x_k + dt sum_j a_nj K_j`` (``x_k``, not ``x_n``).
 
 Exactness and tolerances
 ------------------------
@@ -32,8 +33,6 @@ correctly rounded float64 value (``A``, ``b``, ``c``, ``b_hat``; read-only).
 
 from __future__ import annotations
 
-import math
-import numbers
 import os
 from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass, field
@@ -44,6 +43,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from shooting import _validate
 from shooting.tableaus import order_conditions, plot, stability
 from shooting.tableaus.coefficients import format_fraction, ordinal, parse_matrix, parse_vector
 from shooting.tableaus.json_file import read_json_object
@@ -62,9 +62,7 @@ _JSON_KEYS = (
 def _check_declared(value: Any, what: str) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{what} must be an integer >= 1 or None, got {value!r}")
-    return int(value)
+    return _validate.integer(value, what, minimum=1)
 
 
 def _frozen_array(values: Any) -> npt.NDArray[np.float64]:
@@ -170,11 +168,7 @@ class ButcherTableau:
         if self.tolerance is None:
             tolerance = 0.0 if exact else INEXACT_TOLERANCE
         else:
-            if isinstance(self.tolerance, bool) or not isinstance(self.tolerance, numbers.Real):
-                raise ValueError(f"tolerance must be a real number >= 0, got {self.tolerance!r}")
-            tolerance = float(self.tolerance)
-            if not (math.isfinite(tolerance) and tolerance >= 0):
-                raise ValueError(f"tolerance must be a finite number >= 0, got {self.tolerance!r}")
+            tolerance = _validate.real(self.tolerance, "tolerance", minimum=0.0)
         tol = Fraction(tolerance)
 
         # Consistency: c = A @ 1 and sum(b) = sum(b_hat) = 1.
