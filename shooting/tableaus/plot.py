@@ -5,7 +5,8 @@ from __future__ import annotations
 import io
 import math
 import os
-from typing import TYPE_CHECKING
+from fractions import Fraction
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -13,20 +14,38 @@ import numpy.typing as npt
 from shooting import _validate
 from shooting._files import write_atomic
 
-if TYPE_CHECKING:
-    from shooting.tableaus.tableau import ButcherTableau
-
-__all__ = ["plot_stability_region"]
+__all__ = ["StabilityFunction", "plot_stability_region"]
 
 
-def _stable_mask(tableau: ButcherTableau, re: npt.NDArray[np.float64],
+class StabilityFunction(Protocol):
+    """What the plot reads from a tableau (a `ButcherTableau` has it all)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def order(self) -> Any: ...
+
+    @property
+    def stages(self) -> int: ...
+
+    def stability_function(self, z: Any) -> Any:
+        """``R(z)`` for an array of complex ``z``."""
+        ...
+
+    def stability_polynomials(self) -> tuple[tuple[Fraction, ...], tuple[Fraction, ...]]:
+        """``(P, Q)`` with ``R = P / Q``."""
+        ...
+
+
+def _stable_mask(tableau: StabilityFunction, re: npt.NDArray[np.float64],
                  im: npt.NDArray[np.float64]) -> npt.NDArray[np.bool_]:
     with np.errstate(over="ignore", invalid="ignore"):
         r = np.abs(tableau.stability_function(re[None, :] + 1j * im[:, None]))
     return np.nan_to_num(r, nan=np.inf) <= 1.0
 
 
-def _auto_window(tableau: ButcherTableau) -> tuple[float, float, float, float]:
+def _auto_window(tableau: StabilityFunction) -> tuple[float, float, float, float]:
     """Window (re_min, re_max, im_min, im_max) showing the interesting part.
 
     Starts from a square around 0 large enough for all poles and zeros of R.
@@ -68,7 +87,7 @@ def _auto_window(tableau: ButcherTableau) -> tuple[float, float, float, float]:
 
 
 def plot_stability_region(
-    tableau: ButcherTableau,
+    tableau: StabilityFunction,
     path: str | os.PathLike[str],
     *,
     window: tuple[float, float, float, float] | None = None,
@@ -80,7 +99,8 @@ def plot_stability_region(
 
     Parameters
     ----------
-    tableau : ButcherTableau
+    tableau : StabilityFunction
+        A `ButcherTableau`.
     path : str or PathLike
         Output file.  Written to a temporary file in the same directory and
         moved into place with ``os.replace`` (never a half-written PNG).

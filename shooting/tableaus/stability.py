@@ -44,7 +44,7 @@ plot of the stability region in `shooting.tableaus.plot`.
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -61,16 +61,43 @@ from shooting.tableaus.polynomials import (
     poly_trim,
 )
 
-if TYPE_CHECKING:
-    from shooting.tableaus.tableau import ButcherTableau
-
 __all__ = [
+    "ExactTableau",
     "e_polynomial",
     "is_a_stable",
     "is_l_stable",
     "stability_function",
     "stability_polynomials",
 ]
+
+
+class ExactTableau(Protocol):
+    """What the stability analysis reads from a tableau (a `ButcherTableau` has it all).
+
+    Attributes
+    ----------
+    A_exact : tuple of tuple of Fraction, shape (s, s)
+    b_exact : tuple of Fraction, shape (s,)
+    tolerance : float
+        0 for exact coefficients.
+    explicit : bool
+    """
+
+    @property
+    def A_exact(self) -> tuple[tuple[Fraction, ...], ...]: ...
+
+    @property
+    def b_exact(self) -> tuple[Fraction, ...]: ...
+
+    @property
+    def tolerance(self) -> Any: ...
+
+    @property
+    def explicit(self) -> bool: ...
+
+    def stability_polynomials(self) -> tuple[tuple[Fraction, ...], tuple[Fraction, ...]]:
+        """``(P, Q)`` with ``R = P / Q`` (cached by the tableau)."""
+        ...
 
 
 # --------------------------------------------------------------------------
@@ -106,13 +133,13 @@ def _trim_relative(p: Poly, tolerance: Fraction, scale: Fraction) -> Poly:
 
 
 def stability_polynomials(
-    tableau: ButcherTableau,
+    tableau: ExactTableau,
 ) -> tuple[tuple[Fraction, ...], tuple[Fraction, ...]]:
     """Exact numerator and denominator of ``R(z) = P(z) / Q(z)``.
 
     Parameters
     ----------
-    tableau : ButcherTableau
+    tableau : ExactTableau
 
     Returns
     -------
@@ -138,12 +165,12 @@ def stability_polynomials(
     return tuple(P), tuple(Q)
 
 
-def stability_function(tableau: ButcherTableau, z: Any) -> Any:
+def stability_function(tableau: ExactTableau, z: Any) -> Any:
     """Evaluate ``R(z)`` for a complex scalar or an array of any shape.
 
     Parameters
     ----------
-    tableau : ButcherTableau
+    tableau : ExactTableau
     z : complex or array_like of complex, shape (...)
 
     Returns
@@ -175,7 +202,7 @@ def _abs_squared_on_axis(p: Poly) -> Poly:
     return poly_trim(square[0::2])
 
 
-def e_polynomial(tableau: ButcherTableau) -> tuple[Fraction, ...]:
+def e_polynomial(tableau: ExactTableau) -> tuple[Fraction, ...]:
     """The E-polynomial ``E = |Q(iy)|^2 - |P(iy)|^2`` as a polynomial in ``w = y^2``.
 
     Returns
@@ -192,7 +219,7 @@ def e_polynomial(tableau: ButcherTableau) -> tuple[Fraction, ...]:
     return tuple(_trim_relative(E, tol, scale))
 
 
-def is_a_stable(tableau: ButcherTableau) -> bool:
+def is_a_stable(tableau: ExactTableau) -> bool:
     """``|R(z)| <= 1`` on the whole closed left half-plane, decided exactly.
 
     Explicit methods are never A-stable (``R`` is a nonconstant polynomial).
@@ -208,7 +235,7 @@ def is_a_stable(tableau: ButcherTableau) -> bool:
     return nonnegative_on_halfline(list(e_polynomial(tableau)))
 
 
-def is_l_stable(tableau: ButcherTableau) -> bool:
+def is_l_stable(tableau: ExactTableau) -> bool:
     """A-stable and ``R(z) -> 0`` as ``|z| -> inf`` (``deg P < deg Q``, exactly)."""
     # Erratum E16 (README): not "lim |R(i w h)| = 0" but R(z) -> 0
     # as |z| -> inf in any direction (Ehle 1969; HNW II, Def. IV.3.7).
