@@ -11,6 +11,11 @@ The flat public API over four subpackages that import in one direction,
 - `shooting.mpc`: multiple-shooting OCPs, real-time iterations, closed loops.
 """
 
+# The subpackages, as attributes of `shooting` (`shooting.codegen.export_integrator` after `import shooting`).
+from shooting import codegen as codegen
+from shooting import integrate as integrate
+from shooting import mpc as mpc
+from shooting import tableaus as tableaus
 from shooting._version import VERSION as __version__
 from shooting.integrate import StepInfo, build_integrator, step_info
 from shooting.loading import load_model, model_names

@@ -89,13 +89,13 @@ def integer(value: object, what: str, *, minimum: int | None = None, maximum: in
     return result
 
 
-def _range(minimum: float | None, maximum: float | None) -> str:
+def _range(minimum: int | None, maximum: int | None) -> str:
     if minimum is not None and maximum is not None:
-        return f" in {minimum:g}..{maximum:g}"
+        return f" in {minimum}..{maximum}"
     if minimum is not None:
-        return f" >= {minimum:g}"
+        return f" >= {minimum}"
     if maximum is not None:
-        return f" <= {maximum:g}"
+        return f" <= {maximum}"
     return ""
 
 

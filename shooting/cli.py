@@ -18,7 +18,11 @@ from typing import NoReturn
 
 import shooting
 from shooting.codegen import check_export, export_integrator
+from shooting.codegen.pipeline import MAX_VECTORS
+from shooting.integrate.integrator import MAX_NEWTON_ITERATIONS, MAX_STEPS
+from shooting.mpc.problem import MAX_HORIZON
 from shooting.mpc.run import run_scenario
+from shooting.mpc.scenarios import MAX_SIM_STEPS
 from shooting.options import HESSIANS, NEWTON_METHODS, REALS, SENSITIVITIES, TARGETS
 
 __all__ = ["main"]
@@ -49,7 +53,13 @@ def _number(convert: Callable[[str], float], ok: Callable[[float], bool], what: 
     return parse
 
 
-_positive_int = _number(int, lambda v: v >= 1, "a positive integer")
+_steps = _number(int, lambda v: 1 <= v <= MAX_STEPS, f"an integer in 1..{MAX_STEPS}")
+_vectors = _number(int, lambda v: 1 <= v <= MAX_VECTORS, f"an integer in 1..{MAX_VECTORS}")
+_horizon = _number(int, lambda v: 1 <= v <= MAX_HORIZON, f"an integer in 1..{MAX_HORIZON}")
+_sim_steps = _number(int, lambda v: 1 <= v <= MAX_SIM_STEPS, f"an integer in 1..{MAX_SIM_STEPS}")
+_newton_iterations = _number(int, lambda v: 1 <= v <= MAX_NEWTON_ITERATIONS,
+                             f"an integer in 1..{MAX_NEWTON_ITERATIONS}")
+_nonnegative_int = _number(int, lambda v: v >= 0, "a non-negative integer")
 _positive_float = _number(float, lambda v: math.isfinite(v) and v > 0, "a positive number")
 _nonnegative_float = _number(float, lambda v: math.isfinite(v) and v >= 0, "a non-negative number")
 
@@ -88,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="built-in name, file.py, file.py:function or package.module:function")
     integ.add_argument("--method", help="catalogue tableau (default rk4)")
     integ.add_argument("--tableau-file", metavar="FILE", help="a JSON tableau instead of --method")
-    integ.add_argument("--steps", type=_positive_int, default=1, help="substeps per interval (default 1)")
+    integ.add_argument("--steps", type=_steps, default=1, help="substeps per interval (default 1)")
     integ.add_argument("--dt", type=_positive_float,
                        help="interval length for the checks and the manifest (default: the model's nominal dt; "
                             "dt stays an input of the C function)")
@@ -96,14 +106,14 @@ def build_parser() -> argparse.ArgumentParser:
     integ.add_argument("--name", help="C prefix and file stem (default <model>_<method>)")
     integ.add_argument("--real", choices=REALS, default="double")
     integ.add_argument("--sensitivities", choices=SENSITIVITIES, default="forward")
-    integ.add_argument("--newton-iterations", type=_positive_int, help="Newton steps for implicit tableaus")
+    integ.add_argument("--newton-iterations", type=_newton_iterations, help="Newton steps for implicit tableaus")
     integ.add_argument("--newton", choices=NEWTON_METHODS, default="full",
                        help="implicit tableaus: full Newton (default) or one reused factorisation (smaller code)")
     integ.add_argument("--check", action="store_true",
                        help="compile, run on test vectors and compare with Python (exit 1 on mismatch)")
     integ.add_argument("--target", choices=TARGETS, default="host",
                        help="cortex-m4: cross-compile, report flash/RAM; with --check run on an emulated Cortex-M4")
-    integ.add_argument("--vectors", type=_positive_int, default=8, help="test vectors for --check (default 8)")
+    integ.add_argument("--vectors", type=_vectors, default=8, help="test vectors for --check (default 8)")
     integ.add_argument("--force", action="store_true", help="write into a non-empty directory of other files")
     integ.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
 
@@ -114,19 +124,19 @@ def build_parser() -> argparse.ArgumentParser:
                     "trajectory.csv, summary.json and PNG plots. Options override the scenario.")
     mpc.add_argument("--model", required=True,
                      help="built-in name, file.py, file.py:function or package.module:function")
-    mpc.add_argument("--horizon", type=_positive_int, help="shooting intervals N")
+    mpc.add_argument("--horizon", type=_horizon, help="shooting intervals N")
     mpc.add_argument("--dt", type=_positive_float, help="interval length and sampling time [s]")
     mpc.add_argument("--method", help="integrator tableau of the OCP (see 'list')")
-    mpc.add_argument("--steps", type=_positive_int, help="integrator substeps per interval")
+    mpc.add_argument("--steps", type=_steps, help="integrator substeps per interval")
     mpc.add_argument("--hessian", choices=HESSIANS, help="Hessian of the OCP's Lagrangian")
     mpc.add_argument("--x0", metavar="V1,V2,...",
                      help="initial state, nx comma-separated numbers ('pi' allowed; "
                           "write --x0=-1,0 when the first is negative)")
-    mpc.add_argument("--sim-steps", type=_positive_int, help="closed-loop steps K")
+    mpc.add_argument("--sim-steps", type=_sim_steps, help="closed-loop steps K")
     mpc.add_argument("--rti", action="store_true", help="real-time iteration controller instead of full solves")
     mpc.add_argument("--noise", type=_nonnegative_float, metavar="STD",
                      help="standard deviation of additive process noise on every state")
-    mpc.add_argument("--seed", type=int, default=0, help="noise seed (default 0)")
+    mpc.add_argument("--seed", type=_nonnegative_int, default=0, help="noise seed (default 0)")
     mpc.add_argument("--out", required=True, metavar="DIR", help="output directory (created)")
     mpc.add_argument("--force", action="store_true", help="write into a non-empty directory of other files")
     mpc.add_argument("-q", "--quiet", action="store_true", help="no progress lines or bar")

@@ -64,8 +64,8 @@ class Model:
         State bounds (default -inf / +inf).
     u_min, u_max : array_like, shape (nu,), optional
         Input bounds (default -inf / +inf).
-    p0 : array_like, shape (np,), optional
-        Nominal parameter values (default zeros).
+    p0 : array_like, shape (np,)
+        Nominal parameter values; required when the model has parameters.
     u0 : array_like, shape (nu,), optional
         Nominal input, e.g. the hover thrust (default zeros).
     dt : float, optional
@@ -147,6 +147,11 @@ class Model:
         self.param_names = _validate.names(param_names, self.np, "p", "param_names")
         self.x0 = _validate.vector(x0, self.nx, "x0", default=0.0)
         self.u0 = _validate.vector(u0, self.nu, "u0", default=0.0)
+        if p0 is None and self.np:
+            names = ", ".join(self.p[i].name() for i in range(self.np))
+            raise ValueError(f"model {name} has {self.np} parameter(s) ({names}) but no p0: give their nominal "
+                             f"values, e.g. p0=[{', '.join(['1.0'] * self.np)}] (a silent 0 is a division by zero "
+                             f"waiting to happen)")
         self.p0 = _validate.vector(p0, self.np, "p0", default=0.0)
         self.x_min = _validate.vector(x_min, self.nx, "x_min", default=-np.inf, allow_inf=True)
         self.x_max = _validate.vector(x_max, self.nx, "x_max", default=np.inf, allow_inf=True)

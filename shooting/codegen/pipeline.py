@@ -31,6 +31,9 @@ __all__ = ["ExportReport", "check_export", "export_integrator", "install_export"
 
 Progress = Callable[[str], None]
 
+#: Most test vectors per check: each is compiled into the harness as constants.
+MAX_VECTORS = 1000
+
 
 @dataclass(frozen=True)
 class ExportReport:
@@ -248,7 +251,7 @@ def export_integrator(
     target = _validate.choice(target, TARGETS, "target")
     check = _validate.flag(check, "check")
     force = _validate.flag(force, "force")
-    n_vectors = _validate.integer(vectors, "vectors", minimum=1)
+    n_vectors = _validate.integer(vectors, "vectors", minimum=1, maximum=MAX_VECTORS)
     name = _validate.identifier(F.name() if name is None else name, "name")
     info = step_info(F)
     if model is None and info is not None:

@@ -33,8 +33,9 @@ from shooting.options import NEWTON_METHODS, SENSITIVITIES, NewtonMethod, Sensit
 from shooting.tableaus.catalogue import get_tableau
 from shooting.tableaus.tableau import ButcherTableau
 
-__all__ = ["DEFAULT_NEWTON_ITERATIONS", "DEFAULT_SIMPLIFIED_NEWTON_ITERATIONS", "INPUT_NAMES", "UNROLL_MAX_STEPS",
-           "StepInfo", "build_integrator", "newton_iterations_for", "resolve_tableau", "step_info"]
+__all__ = ["DEFAULT_NEWTON_ITERATIONS", "DEFAULT_SIMPLIFIED_NEWTON_ITERATIONS", "INPUT_NAMES", "MAX_NEWTON_ITERATIONS",
+           "MAX_STEPS", "UNROLL_MAX_STEPS", "StepInfo", "build_integrator", "newton_iterations_for", "resolve_tableau",
+           "step_info"]
 
 #: Newton steps on the stage equations of implicit tableaus (see
 #: tests/test_implicit.py: converged to rounding on every built-in model at its
@@ -47,6 +48,13 @@ DEFAULT_SIMPLIFIED_NEWTON_ITERATIONS = 8
 #: Largest number of substeps that is unrolled into one flat SX function when
 #: `unroll` is not given (measured by scripts/bench_integrators.py).
 UNROLL_MAX_STEPS = 4
+
+#: Most substeps per shooting interval: beyond it a step is neither useful (use a
+#: smaller dt or an implicit method) nor exact in float (2**24 substep times).
+MAX_STEPS = 2**20
+
+#: Most Newton steps on the stage equations (full Newton converges in a few).
+MAX_NEWTON_ITERATIONS = 100
 
 #: Input names of every step Function, in order.
 INPUT_NAMES = ["x", "u", "p", "t0", "dt"]
@@ -118,7 +126,7 @@ def newton_iterations_for(newton: NewtonMethod, newton_iterations: int | None = 
     newton = _validate.choice(newton, NEWTON_METHODS, "newton")
     if newton_iterations is None:
         return DEFAULT_SIMPLIFIED_NEWTON_ITERATIONS if newton == "simplified" else DEFAULT_NEWTON_ITERATIONS
-    return _validate.integer(newton_iterations, "newton_iterations", minimum=1)
+    return _validate.integer(newton_iterations, "newton_iterations", minimum=1, maximum=MAX_NEWTON_ITERATIONS)
 
 
 def resolve_tableau(method: str | ButcherTableau) -> ButcherTableau:
@@ -198,7 +206,7 @@ def build_integrator(
     if not isinstance(model, Model):
         raise ValueError(f"model must be a shooting.Model (see shooting.load_model), got {type(model).__name__}")
     tab = resolve_tableau(method)
-    steps = _validate.integer(steps, "steps", minimum=1)
+    steps = _validate.integer(steps, "steps", minimum=1, maximum=MAX_STEPS)
     sensitivities = _validate.choice(sensitivities, SENSITIVITIES, "sensitivities")
     newton_iterations = newton_iterations_for(newton, newton_iterations)
     if unroll is None:
@@ -304,6 +312,12 @@ def _doubled(builder: SubstepBuilder, steps: int, name: str) -> ca.Function:
     if emb and e1 is not None:
         outs.append(e1)
         out_names.append("err")
+    # Empty inputs (p of a model without parameters, u of one without
+    # inputs) are left out of the level functions: CasADi's call of an MX
+    # Function with an empty argument walks the whole call tree, which made
+    # building O(N) instead of O(log N).
+    keep = [i for i, v in enumerate(ins) if v.numel() > 0]
+    ins, in_names = [ins[i] for i in keep], [in_names[i] for i in keep]
     levels = [ca.Function(f"{name}_sub", ins, outs, in_names, out_names, {"cse": True})]
 
     # G_k = G_{k-1} o G_{k-1}, as many levels as N has binary digits.
@@ -329,10 +343,8 @@ def _doubled(builder: SubstepBuilder, steps: int, name: str) -> ca.Function:
     for k in reversed(range(steps.bit_length())):
         if not (steps >> k) & 1:
             continue
-        args = {"x": x, "u": u, "p": p, "t": t0 + float(offset) * h, "h": h}
-        if sens:
-            args["S"] = S
-        r = levels[k].call(args)
+        args = {"x": x, "S": S, "u": u, "p": p, "t": t0 + float(offset) * h, "h": h}
+        r = levels[k].call({key: value for key, value in args.items() if key in in_names})
         x = r["x_next"]
         S = r["S_next"] if sens else None
         if emb:

@@ -78,12 +78,13 @@ class ShootingLayout:
     np: int
     nh: int = 0
     nc: int = 0
-    x_idx: IntArray = field(init=False, repr=False)
-    u_idx: IntArray = field(init=False, repr=False)
-    x0_idx: IntArray = field(init=False, repr=False)
-    dyn_idx: IntArray = field(init=False, repr=False)
-    path_idx: IntArray = field(init=False, repr=False)
-    term_idx: IntArray = field(init=False, repr=False)
+    # Derived from the sizes above (which alone decide equality).
+    x_idx: IntArray = field(init=False, repr=False, compare=False)
+    u_idx: IntArray = field(init=False, repr=False, compare=False)
+    x0_idx: IntArray = field(init=False, repr=False, compare=False)
+    dyn_idx: IntArray = field(init=False, repr=False, compare=False)
+    path_idx: IntArray = field(init=False, repr=False, compare=False)
+    term_idx: IntArray = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         N, nx, nu, nh = self.horizon, self.nx, self.nu, self.nh

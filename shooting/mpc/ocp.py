@@ -404,8 +404,11 @@ class MultipleShootingOCP:
         P = self.parameters(x0, x_ref, u_ref, p, t0)
         args: dict[str, Any] = dict(p=P, lbx=self.lbx, ubx=self.ubx, lbg=self._lbg, ubg=self._ubg)
         if warm_start is not None:
-            if not isinstance(warm_start, OCPSolution) or warm_start.w.size != self.layout.n_w:
-                raise ValueError("warm_start must be an OCPSolution of this OCP (same horizon and model)")
+            if not isinstance(warm_start, OCPSolution):
+                raise ValueError(f"warm_start must be an OCPSolution of this OCP, got {type(warm_start).__name__}")
+            if warm_start.layout != self.layout or warm_start.lam_g.size != self.layout.n_g:
+                raise ValueError(f"warm_start is a solution of another OCP ({warm_start.layout}); this one is "
+                                 f"{self.layout}: warm-start only from a solution of the same OCP")
             solver = self._solvers.warm
             args.update(x0=warm_start.w, lam_x0=warm_start.lam_x, lam_g0=warm_start.lam_g)
         else:

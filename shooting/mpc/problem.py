@@ -23,8 +23,11 @@ from shooting.integrate.integrator import resolve_tableau
 from shooting.options import HESSIANS, NLP_SOLVERS, Hessian, NLPSolver
 from shooting.tableaus.tableau import ButcherTableau
 
-__all__ = ["Constraints", "OCPProblem", "QuadraticCost", "SolverSettings", "StageFunction", "TerminalFunction",
-           "problem_fields"]
+__all__ = ["MAX_HORIZON", "Constraints", "OCPProblem", "QuadraticCost", "SolverSettings", "StageFunction",
+           "TerminalFunction", "problem_fields"]
+
+#: Most shooting intervals: an NLP beyond it takes minutes to build and is not an MPC.
+MAX_HORIZON = 10_000
 
 #: ``(x, u, p) -> SX``: an extra stage cost (scalar) or path constraints (column).
 StageFunction = Callable[[ca.SX, ca.SX, ca.SX], ca.SX]
@@ -190,7 +193,8 @@ class OCPProblem:
     solver: SolverSettings = field(default_factory=SolverSettings)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "horizon", _validate.integer(self.horizon, "horizon", minimum=1))
+        object.__setattr__(self, "horizon", _validate.integer(self.horizon, "horizon", minimum=1,
+                                                              maximum=MAX_HORIZON))
         object.__setattr__(self, "dt", _validate.positive_real(self.dt, "dt"))
         object.__setattr__(self, "steps", _validate.integer(self.steps, "steps", minimum=1))
         resolve_tableau(self.method)  # an unknown name is reported here, before any build

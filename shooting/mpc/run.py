@@ -121,6 +121,7 @@ def run_scenario(
     out = Path(out_dir)
     _files.check_destination(out, RUN_FILES, _files.owned_files(out, "summary.json"), force=force)
     rti = _validate.flag(rti, "rti")
+    seed = _validate.integer(seed, "seed", minimum=0)
     noise = None if noise_std is None else _validate.real(noise_std, "noise_std", minimum=0.0)
     problem = scenario.problem
     say(f"{scenario.model}: {scenario.description}")

@@ -27,9 +27,12 @@ from shooting.mpc.problem import OCPProblem, QuadraticCost, problem_fields
 from shooting.options import Hessian
 from shooting.tableaus.tableau import ButcherTableau
 
-__all__ = ["Scenario", "build_ocp", "default_scenario"]
+__all__ = ["MAX_SIM_STEPS", "Scenario", "build_ocp", "default_scenario"]
 
 FloatArray = npt.NDArray[np.float64]
+
+#: Most closed-loop steps of a scenario (each one solves the OCP).
+MAX_SIM_STEPS = 1_000_000
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)
@@ -77,7 +80,8 @@ class Scenario:
         x0 = _validate.array(self.x0, "Scenario.x0").reshape(-1)
         x0.setflags(write=False)
         object.__setattr__(self, "x0", x0)
-        object.__setattr__(self, "sim_steps", _validate.integer(self.sim_steps, "Scenario.sim_steps", minimum=1))
+        object.__setattr__(self, "sim_steps", _validate.integer(self.sim_steps, "Scenario.sim_steps", minimum=1,
+                                                                maximum=MAX_SIM_STEPS))
         object.__setattr__(self, "plant_steps",
                            _validate.integer(self.plant_steps, "Scenario.plant_steps", minimum=1))
         if not isinstance(self.description, str):

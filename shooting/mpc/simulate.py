@@ -191,7 +191,7 @@ def simulate_closed_loop(
     std = _noise(noise_std, plant.nx)
     if progress not in (True, False, "always"):
         raise ValueError(f"progress must be True, False or 'always', got {progress!r}")
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(_validate.integer(seed, "seed", minimum=0))
     reset = getattr(controller, "reset", None)
     if callable(reset):
         reset()  # a fresh run starts cold, not from the last run's solution
