@@ -1,29 +1,56 @@
-"""Safe output: files and directories are written beside the target, then renamed into place.
+"""Safe output: a set of files appears in its directory all together or not at all.
 
-A reader never sees a half-written file, a failure leaves nothing behind,
-and the result has the usual permissions (0o666 minus the umask; mkstemp's
-own 0o600 would make it private). A set of files we write into a directory
-is described by a JSON record among them (``manifest.json``,
-``summary.json``) whose ``"generator"`` is `GENERATOR` and whose ``"files"``
-lists them: `owned_files` reads it back, so a later run may replace those
-files and no others.
+A set of files we write into a directory is described by a JSON record among
+them (``manifest.json``, ``summary.json``) whose ``"generator"`` is
+`GENERATOR` and whose ``"files"`` lists them: `owned_files` reads it back, so a
+later run may replace those files and no others. Files we did not write are
+never overwritten or deleted.
+
+`install_directory` builds the files in a staging directory on the same
+filesystem as the destination (beside a missing one, inside an existing one,
+so a mount point works too), then
+
+* a missing destination is created by one rename of the staging directory;
+* an existing one is locked (``flock`` on the directory: concurrent runs
+  into the same directory are serialised, the later one wins), a journal
+  naming the files is written, the files are renamed into place one by one
+  (the record last), and the journal is removed. An interrupt during the
+  renames finishes them before it is re-raised; a killed process leaves the
+  journal, and the next install (or `recover`) completes the moves before
+  anything else. Either way no reader is left with a record that describes
+  other files.
+
+Files get the usual permissions (0o666 minus the umask; mkstemp's own 0o600
+would make them private). Every OS error becomes a ValueError naming the path.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["GENERATOR", "check_destination", "compact_json", "install_directory", "owned_files", "umask",
-           "write_atomic"]
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX: no lock, the journal still protects a single run
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["GENERATOR", "JOURNAL", "STAGE_PREFIX", "check_destination", "compact_json", "install_directory",
+           "owned_files", "recover", "umask", "write_atomic"]
 
 #: The ``"generator"`` entry of every JSON record we write beside our files.
 GENERATOR = "shooting"
+#: Names of our transient entries in a destination directory.
+JOURNAL = ".shooting-journal.json"
+STAGE_PREFIX = ".shooting-stage-"
+
+Legacy = Callable[[dict[str, Any]], Iterable[str]]
 
 
 def compact_json(data: Mapping[str, Any]) -> str:
@@ -32,8 +59,7 @@ def compact_json(data: Mapping[str, Any]) -> str:
     return "{\n" + ",\n".join(items) + "\n}\n"
 
 
-def owned_files(directory: str | os.PathLike[str], record: str,
-                legacy: Callable[[dict[str, Any]], Iterable[str]] | None = None) -> set[str]:
+def owned_files(directory: str | os.PathLike[str], record: str, legacy: Legacy | None = None) -> set[str]:
     """The files an earlier run of ours wrote into `directory`, from its JSON `record`.
 
     Parameters
@@ -72,6 +98,18 @@ def umask() -> int:
     return mask
 
 
+@contextlib.contextmanager
+def _os_errors(path: Path, doing: str) -> Iterator[None]:
+    """Turn an OSError into a one-line ValueError naming `path`."""
+    try:
+        yield
+    except OSError as err:
+        reason = err.strerror or str(err)
+        if err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            reason += " (read-only, immutable or not yours)"
+        raise ValueError(f"cannot {doing} {path}: {reason}: choose another output location") from None
+
+
 def write_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
     """Write `data` to `path` atomically; create the parent directory if needed.
 
@@ -84,45 +122,70 @@ def write_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
     -------
     Path
         `path`.
+
+    Raises
+    ------
+    ValueError
+        `path` is a directory, or cannot be written.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.chmod(tmp, 0o666 & ~umask())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    if path.is_dir():
+        raise ValueError(f"{path} is a directory: give a file name inside it, e.g. {path / 'out.png'}")
+    with _os_errors(path, "write"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.chmod(tmp, 0o666 & ~umask())
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
     return path
 
 
-def check_destination(out: str | os.PathLike[str], names: Iterable[str], owned: Iterable[str], *,
-                      force: bool = False) -> None:
+def _transient(name: str) -> bool:
+    return name == JOURNAL or name.startswith(STAGE_PREFIX)
+
+
+def check_destination(out: str | os.PathLike[str], names: Iterable[str], record: str, *, force: bool = False,
+                      legacy: Legacy | None = None) -> None:
     """Raise ValueError unless `install_directory` may write `names` into `out`.
 
-    `out` may be missing, empty, or hold only files in `owned` (written by an
-    earlier run of ours); a directory of other files is refused unless
-    `force`, and even then none of them is ever overwritten.
+    `out` may be missing (its nearest existing ancestor must be a directory),
+    empty, or hold only files of an earlier run of ours (named by its
+    `record`); a directory of other files is refused unless `force`, and even
+    then none of them is ever overwritten.
 
     Parameters
     ----------
     out : str or path
     names : iterable of str
         The file names about to be written.
-    owned : iterable of str
-        The names in `out` that an earlier run of ours wrote.
+    record : str
+        The name of the JSON record among them.
     force : bool
+    legacy : callable, optional
+        See `owned_files`.
     """
     out = Path(out)
+    if out.is_symlink() and not out.exists():
+        raise ValueError(f"output {out} is a symbolic link to {os.readlink(out)}, which does not exist: "
+                         f"create its target or choose another --out")
     if out.exists() and not out.is_dir():
         raise ValueError(f"output {out} is a file, not a directory: choose another --out")
-    if not out.is_dir():
+    if not out.exists():
+        ancestor = out.absolute().parent
+        while not ancestor.exists():
+            ancestor = ancestor.parent
+        if not ancestor.is_dir():
+            raise ValueError(f"cannot create {out}: {ancestor} is a file, not a directory")
         return
-    foreign = {p.name for p in out.iterdir()} - set(owned)
+    with _os_errors(out, "read"):
+        present = {p.name for p in out.iterdir() if not _transient(p.name)}
+    foreign = present - owned_files(out, record, legacy)
     if foreign and not force:
         raise ValueError(
             f"output directory {out} is not empty and was not written by shooting "
@@ -134,34 +197,127 @@ def check_destination(out: str | os.PathLike[str], names: Iterable[str], owned: 
         raise ValueError(f"refusing to overwrite {out / clobbered[0]}, which shooting did not write")
 
 
-def install_directory(out: str | os.PathLike[str], write: Callable[[Path], None], names: Iterable[str],
-                      owned: Iterable[str], *, force: bool = False) -> Path:
-    """Let ``write(tmp)`` fill a temporary directory beside `out`, then move its files into `out`.
+@contextlib.contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    """An exclusive lock on `directory` (flock on its descriptor), held for the block."""
+    if fcntl is None:  # pragma: no cover
+        yield
+        return
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
 
-    A missing `out` is created by one rename of the finished directory; an
-    existing one (see `check_destination`) receives the files one rename each.
-    Nothing is left behind on failure.
+
+def _move_all(out: Path, stage: Path, order: list[str]) -> None:
+    """Rename ``stage/name`` to ``out/name`` for every name still in `stage`, in `order`."""
+    for name in order:
+        if (stage / name).exists():
+            os.replace(stage / name, out / name)
+
+
+def recover(out: str | os.PathLike[str]) -> None:
+    """Finish an install that was killed while moving files into `out`; remove stale staging directories.
+
+    Call with the directory lock held (`install_directory` does).
+    """
+    out = Path(out)
+    journal = out / JOURNAL
+    if journal.exists():
+        try:
+            data = json.loads(journal.read_text())
+            stage, order = out / str(data["stage"]), [str(n) for n in data["files"]]
+        except (OSError, ValueError, KeyError, TypeError):
+            stage, order = None, []
+        if stage is not None and stage.is_dir() and "/" not in stage.name:
+            _move_all(out, stage, order)
+        journal.unlink()
+    for path in out.iterdir():
+        if path.name.startswith(STAGE_PREFIX) and path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _commit(out: Path, stage: Path, names: set[str], record: str) -> None:
+    """Move the staged files into `out` under a journal, the record last."""
+    order = sorted(names - {record}) + ([record] if record in names else [])
+    write_atomic(out / JOURNAL, json.dumps({"stage": stage.name, "files": order}).encode())
+    try:
+        _move_all(out, stage, order)
+    except BaseException:
+        # Interrupted (Ctrl-C) between renames: finish them, so the set is
+        # whole, then let the interrupt through. (An OS error here leaves the
+        # journal for `recover`.)
+        if isinstance(stage, Path) and stage.is_dir():
+            with contextlib.suppress(OSError):
+                _move_all(out, stage, order)
+                (out / JOURNAL).unlink()
+        raise
+    (out / JOURNAL).unlink()
+
+
+def install_directory(out: str | os.PathLike[str], write: Callable[[Path], None], names: Iterable[str],
+                      record: str, *, force: bool = False, legacy: Legacy | None = None) -> Path:
+    """Let ``write(stage)`` fill a staging directory, then install its files in `out`, all or nothing.
+
+    Parameters
+    ----------
+    out : str or path
+        The destination directory (created when missing).
+    write : callable ``(Path) -> None``
+        Writes exactly the files `names` into the directory it is given.
+    names : iterable of str
+    record : str
+        The JSON record among `names` that lists them (written last).
+    force : bool
+        Add our files to a directory that holds other files.
+    legacy : callable, optional
+        See `owned_files`.
 
     Returns
     -------
     Path
         `out`.
+
+    Raises
+    ------
+    ValueError
+        A refused destination (see `check_destination`) or an OS error
+        (read-only, immutable, full), naming the path.
     """
     out = Path(out)
     names = set(names)
-    check_destination(out, names, owned, force=force)
-    parent = out.parent if out.parent != Path("") else Path(".")
-    parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=parent))
-    os.chmod(tmp, 0o777 & ~umask())  # mkdtemp makes it private (0700)
-    try:
-        write(tmp)
-        if not out.exists():
-            os.replace(tmp, out)
+    check_destination(out, names, record, force=force, legacy=legacy)
+    if not out.exists():
+        parent = out.absolute().parent
+        with _os_errors(parent, "write into"):
+            parent.mkdir(parents=True, exist_ok=True)
+            stage = Path(tempfile.mkdtemp(prefix=STAGE_PREFIX, dir=parent))
+        try:
+            os.chmod(stage, 0o777 & ~umask())  # mkdtemp makes it private (0700)
+            write(stage)
+            try:
+                os.rename(stage, out)  # the whole set appears at once
+                return out
+            except OSError as err:
+                if err.errno not in (errno.EEXIST, errno.ENOTEMPTY, errno.EISDIR):
+                    raise ValueError(f"cannot create {out}: {err.strerror}") from None
+            # A concurrent run created `out` meanwhile: install into it like into any existing directory.
+            with _os_errors(out, "write into"), _locked(out):
+                recover(out)
+                check_destination(out, names, record, force=force, legacy=legacy)
+                _commit(out, stage, names, record)
             return out
-        for path in tmp.iterdir():
-            os.replace(path, out / path.name)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
+        finally:
+            shutil.rmtree(stage, ignore_errors=True)
+    with _os_errors(out, "write into"), _locked(out):
+        recover(out)
+        check_destination(out, names, record, force=force, legacy=legacy)  # again, under the lock
+        stage = Path(tempfile.mkdtemp(prefix=STAGE_PREFIX, dir=out))
+        try:
+            write(stage)
+            _commit(out, stage, names, record)
+        finally:
+            shutil.rmtree(stage, ignore_errors=True)
     return out

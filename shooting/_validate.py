@@ -122,7 +122,10 @@ def real(value: object, what: str, *, minimum: float | None = None, positive: bo
         ("" if minimum is None else f" >= {minimum:g}")
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise ValueError(f"{what} must be {need}, got {_show(value)} ({type(value).__name__})")
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:
+        raise ValueError(f"{what} must be {need}, got a number too large for a float") from None
     if math.isnan(number) or (math.isinf(number) and not allow_inf) or (positive and not number > 0) \
             or (minimum is not None and number < minimum):
         raise ValueError(f"{what} must be {need}, got {_show(value)}")

@@ -76,7 +76,7 @@ def test_export_integrator_refuses_bad_input_before_work(tmp_path):
     (tmp_path / "theirs").mkdir()
     (tmp_path / "theirs" / "notes.txt").write_text("keep")
     for kwargs, match in ((dict(real="half"), "real must be one of"), (dict(target="avr"), "target must be one of"),
-                          (dict(name="int"), "reserved"), (dict(vectors=0), "vectors must be an integer >= 1"),
+                          (dict(name="int"), "reserved"), (dict(vectors=0), "vectors must be an integer in 1..1000"),
                           (dict(name="a__b"), "double or trailing underscore")):
         with pytest.raises(ValueError, match=match):
             export_integrator(F, tmp_path / "new", **kwargs)

@@ -83,13 +83,14 @@ class ExportReport:
     problems: tuple[str, ...] = ()
 
 
+def _legacy(manifest: dict[str, Any]) -> list[str]:
+    """The files of a manifest written before they were listed in it."""
+    return export_files(str(manifest.get("name", "")))
+
+
 def owned_export_files(directory: str | os.PathLike[str]) -> set[str]:
     """Files an earlier export of ours wrote into `directory` (named by its manifest)."""
-
-    def legacy(manifest: dict[str, Any]) -> list[str]:  # manifests before "files" was recorded
-        return export_files(str(manifest.get("name", "")))
-
-    return _files.owned_files(directory, "manifest.json", legacy)
+    return _files.owned_files(directory, "manifest.json", _legacy)
 
 
 def install_export(export: CExport, out_dir: str | os.PathLike[str], *, force: bool = False) -> list[Path]:
@@ -104,7 +105,7 @@ def install_export(export: CExport, out_dir: str | os.PathLike[str], *, force: b
         for fname, text in export.files.items():
             (tmp / fname).write_text(text)
 
-    out = _files.install_directory(out_dir, write, set(export.files), owned_export_files(out_dir), force=force)
+    out = _files.install_directory(out_dir, write, set(export.files), "manifest.json", force=force, legacy=_legacy)
     return [out / fname for fname in export.files]
 
 
@@ -126,7 +127,7 @@ def check_export(out_dir: str | os.PathLike[str], name: str | None = None, *, re
     real = _validate.choice(real, REALS, "real")
     target = _validate.choice(target, TARGETS, "target")
     names = [] if name is None else export_files(_validate.identifier(name, "name"))
-    _files.check_destination(out_dir, names, owned_export_files(out_dir), force=_validate.flag(force, "force"))
+    _files.check_destination(out_dir, names, "manifest.json", force=_validate.flag(force, "force"), legacy=_legacy)
     _require_tools(target, _validate.flag(check, "check"))
 
 

@@ -119,7 +119,7 @@ def run_scenario(
             progress(message)
 
     out = Path(out_dir)
-    _files.check_destination(out, RUN_FILES, _files.owned_files(out, "summary.json"), force=force)
+    _files.check_destination(out, RUN_FILES, "summary.json", force=force)
     rti = _validate.flag(rti, "rti")
     seed = _validate.integer(seed, "seed", minimum=0)
     noise = None if noise_std is None else _validate.real(noise_std, "noise_std", minimum=0.0)
@@ -171,7 +171,7 @@ def run_scenario(
         (tmp / "summary.json").write_text(_files.compact_json(json.loads(json.dumps(summary,
                                                                                     default=_json_default))))
 
-    _files.install_directory(out, write, RUN_FILES, _files.owned_files(out, "summary.json"), force=force)
+    _files.install_directory(out, write, RUN_FILES, "summary.json", force=force)
     say(f"wrote {', '.join(RUN_FILES)} to {out}")
     return ScenarioRun(True, out, [out / f for f in RUN_FILES], first, traj, summary, tuple(lines), tuple(problems))
 

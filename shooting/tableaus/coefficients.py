@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 from collections.abc import Sequence
 from decimal import Decimal
 from fractions import Fraction
@@ -17,12 +18,39 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["format_fraction", "is_sequence", "ordinal", "parse_matrix", "parse_vector", "to_fraction"]
+__all__ = ["MAX_COEFFICIENT", "format_fraction", "is_sequence", "ordinal", "parse_matrix", "parse_vector",
+           "to_fraction"]
 
 
 # --------------------------------------------------------------------------
+#: Largest magnitude of a coefficient (beyond it float64 overflows).
+MAX_COEFFICIENT = Fraction(10) ** 300
+#: Longest coefficient string, and largest decimal exponent in one: bounds the
+#: work of exact parsing ("1e100000000" would make Fraction compute 10**1e8).
+MAX_TEXT = 200
+MAX_EXPONENT = 330
+#: Largest numerator or denominator, in bits (collocation tableaus use ~320).
+MAX_BITS = 4096
+
+_EXPONENT = re.compile(r"[eE]([+-]?\d+)")
+
+
 def to_fraction(value: Any, where: str) -> tuple[Fraction, bool]:
-    """Exact value of one coefficient and whether the input was exact."""
+    """Exact value of one coefficient and whether the input was exact.
+
+    Raises
+    ------
+    ValueError
+        Not a number, not finite, or outside the bounds above.
+    """
+    number, exact = _parse(value, where)
+    if abs(number) > MAX_COEFFICIENT or max(number.numerator.bit_length(), number.denominator.bit_length()) > MAX_BITS:
+        raise ValueError(f"{where} is too large or too finely divided (|x| <= 1e300 and at most {MAX_BITS}-bit "
+                         f"numerator and denominator): a Butcher coefficient is a moderate number")
+    return number, exact
+
+
+def _parse(value: Any, where: str) -> tuple[Fraction, bool]:
     fix = "use an int, a Fraction, a float or a fraction string such as '2/9' or '0.25'"
     if isinstance(value, (bool, np.bool_)):
         raise ValueError(f"{where} = {value!r} is a bool, not a number; {fix}")
@@ -31,8 +59,8 @@ def to_fraction(value: Any, where: str) -> tuple[Fraction, bool]:
     if isinstance(value, (int, np.integer)):
         return Fraction(int(value)), True
     if isinstance(value, Decimal):
-        if not value.is_finite():
-            raise ValueError(f"{where} is {value}; coefficients must be finite numbers")
+        if not value.is_finite() or abs(value.adjusted()) > MAX_EXPONENT:
+            raise ValueError(f"{where} is {value}; coefficients must be finite numbers below 1e300")
         return Fraction(value), True
     if isinstance(value, (float, np.floating)):
         number = float(value)
@@ -40,11 +68,15 @@ def to_fraction(value: Any, where: str) -> tuple[Fraction, bool]:
             raise ValueError(f"{where} is {number}; coefficients must be finite numbers")
         return Fraction(number), False
     if isinstance(value, str):
+        text = value.strip()
+        if len(text) > MAX_TEXT or any(abs(int(e)) > MAX_EXPONENT for e in _EXPONENT.findall(text)):
+            raise ValueError(f"{where} = {value[:40]!r}... is too long or has a decimal exponent beyond "
+                             f"+-{MAX_EXPONENT}; coefficients must be finite numbers below 1e300")
         try:
-            return Fraction(value.strip()), True
+            return Fraction(text), True
         except (ValueError, ZeroDivisionError):
             pass
-        if value.strip().lower().lstrip("+-") in ("nan", "inf", "infinity"):
+        if text.lower().lstrip("+-") in ("nan", "inf", "infinity"):
             raise ValueError(f"{where} is {value!r}; coefficients must be finite numbers")
         raise ValueError(f"{where} = {value!r} is not a number; {fix}")
     if isinstance(value, numbers.Rational):
