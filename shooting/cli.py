@@ -197,7 +197,8 @@ def cmd_integrator(args: argparse.Namespace) -> int:
     for line in report.lines:
         print(line)
     for problem in report.problems:
-        print(problem, file=sys.stderr)
+        if problem not in report.lines:
+            print(problem, file=sys.stderr)
     if not report.ok:
         print(f"check failed: nothing written to {args.out}", file=sys.stderr)
         return 1

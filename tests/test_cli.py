@@ -70,7 +70,7 @@ def test_integrator_check_writes_manifest(tmp_path):
     assert m["dt"] == 0.1 and m["sensitivities"] == "forward" and m["real"] == "double"
     assert m["model"]["nx"] == 2 and len(m["model"]["expression_sha256"]) == 64
     assert m["check_host"]["passed"] and m["check_host"]["worst_relative_error"]["A"] <= 1e-12
-    assert "worst relative error" in proc.stdout
+    assert "relative error x_next" in proc.stdout and "(allowed " in proc.stdout
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"], "no temporary directory left behind"
 
 

@@ -23,6 +23,7 @@ sized at generation time, which makes them non-reentrant.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import casadi as ca
 import numpy as np
@@ -30,7 +31,7 @@ import numpy as np
 from shooting import _validate
 from shooting.options import REALS
 
-__all__ = ["CEmitter", "EmitError"]
+__all__ = ["CEmitter", "EmitError", "literal", "selected_nonzeros"]
 
 
 class EmitError(ValueError):
@@ -314,7 +315,7 @@ class _MXBody:
 
     def get_nonzeros(self, op: int, ins: list[int], outs: list[int]) -> None:
         node = self.F.instruction_MX(self.k)
-        nz = _nonzeros(node.info(), node.nnz())
+        nz = selected_nonzeros(node.info(), node.nnz())
         src = self.refs[ins[0]]
         contiguous = nz == list(range(nz[0], nz[0] + len(nz))) if nz else True
         if contiguous and not src.nullable:
@@ -362,7 +363,7 @@ def _copy(dst: str, src: _Ref, n: int, indent: str = "  ") -> list[str]:
     return [f"{indent}for (i = 0; i < {n}; ++i) {dst}[i] = {src.base}[{src.offset} + i];"]
 
 
-def _nonzeros(info: dict, n: int) -> list[int]:
+def selected_nonzeros(info: dict[str, Any], n: int) -> list[int]:
     """Nonzero indices selected by a GetNonzeros node (slice, nested slice or list)."""
     if "slice" in info:
         s = info["slice"]

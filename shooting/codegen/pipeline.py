@@ -134,7 +134,8 @@ def check_export(out_dir: str | os.PathLike[str], name: str | None = None, *, re
 def _check_dict(report: CheckReport) -> dict[str, Any]:
     return {"target": report.target, "real": report.real, "vectors": report.vectors,
             "worst_relative_error": {k: float(v) for k, v in report.worst.items()},
-            "tolerance": report.tolerance, "passed": report.passed}
+            "allowed_relative_error": {k: float(v) for k, v in report.allowed.items()},
+            "passed": report.passed, **({"details": report.details} if report.details else {})}
 
 
 def _step_metadata(F: ca.Function) -> dict[str, Any]:
@@ -172,9 +173,56 @@ def _cortex_m4_object(export: CExport) -> tuple[M4Size | None, list[str], str]:
         result, size = toolchain.compile_cortex_m4(Path(tmp) / f"{export.name}.c", obj,
                                                    call_graph=export.call_graph)
         if not result.ok or size is None:
-            first = result.stderr.strip().splitlines()[0] if result.stderr.strip() else "no diagnostics"
-            return None, [], f"cortex-m4 compile failed: {first}"
+            return None, [], f"arm-none-eabi-gcc failed compiling {export.name}.c: " \
+                             f"{toolchain.first_error_line(result.stderr)}"
         return size, toolchain.undefined_symbols(obj), ""
+
+
+class _Runs:
+    """The checks and measurements of one export, collected as they run."""
+
+    def __init__(self, export: CExport, F: ca.Function, vectors: list[list[Any]], say: Progress) -> None:
+        self.export, self.F, self.vectors, self.say = export, F, vectors, say
+        self.lines: list[str] = []
+        self.problems: list[str] = []
+        self.checks: list[CheckReport] = []
+        self.measured: dict[str, Any] = {}
+        self.size: M4Size | None = None
+        self.doubles: list[str] = []
+
+    def record(self, report: CheckReport, key: str, required: bool) -> None:
+        self.checks.append(report)
+        self.lines.append(report.summary())
+        self.measured[key] = _check_dict(report)
+        if required and not report.passed:
+            self.problems.append(report.summary())
+
+    def run(self, real: Real, target: Target, check: bool) -> None:
+        if check or (real == "float" and toolchain.have_host_compiler()):
+            self.say("compiling and running on the host")
+            report = check_host(self.export, self.F, self.vectors)
+            self.record(report, "check_host", required=check)
+            if real == "float":
+                self.measured["float_vs_double_error"] = report.worst
+        if target != "cortex-m4":
+            return
+        self.say("cross-compiling for Cortex-M4")
+        self.size, undefined, failure = _cortex_m4_object(self.export)
+        if self.size is None:
+            self.problems.append(failure)
+            return
+        size = self.size
+        self.measured["cortex_m4"] = {"flash": size.flash, "ram": size.ram, "text": size.text, "data": size.data,
+                                      "bss": size.bss, "stack": size.stack, "undefined": undefined}
+        self.lines.append(f"cortex-m4: flash {size.flash} B (text {size.text} + data {size.data}), "
+                          f"RAM {size.ram} B (data {size.data} + bss {size.bss} + worst stack {size.stack})")
+        if real == "float":
+            self.doubles = toolchain.double_precision_symbols(undefined)
+            if self.doubles:
+                self.problems.append(f"float build uses double precision: {', '.join(self.doubles)}")
+        if check:
+            self.say("running on an emulated Cortex-M4 (qemu mps2-an386)")
+            self.record(check_cortex_m4(self.export, self.F, self.vectors), "check_cortex_m4", required=True)
 
 
 def export_integrator(
@@ -270,44 +318,13 @@ def export_integrator(
     export = generate_c(F, name, real=real, metadata=meta)
     test_vectors = make_vectors(F, model, n=n_vectors, dt=dt)
 
-    lines: list[str] = []
-    problems: list[str] = []
-    checks: list[CheckReport] = []
-    measured: dict[str, Any] = {}
-    if check or (real == "float" and toolchain.have_host_compiler()):
-        say("compiling and running on the host")
-        report = check_host(export, F, test_vectors)
-        checks.append(report)
-        lines.append(report.summary())
-        measured["check_host"] = _check_dict(report)
-        if real == "float":
-            measured["float_vs_double_error"] = report.worst
-        if check and not report.passed:
-            problems.append(_first_line(report.details) or report.summary())
-    size: M4Size | None = None
-    doubles: list[str] = []
-    if target == "cortex-m4":
-        say("cross-compiling for Cortex-M4")
-        size, undefined, failure = _cortex_m4_object(export)
-        if size is None:
-            problems.append(failure)
-        else:
-            measured["cortex_m4"] = {"flash": size.flash, "ram": size.ram, "text": size.text, "data": size.data,
-                                     "bss": size.bss, "stack": size.stack, "undefined": undefined}
-            lines.append(f"cortex-m4: flash {size.flash} B (text {size.text} + data {size.data}), "
-                         f"RAM {size.ram} B (data {size.data} + bss {size.bss} + worst stack {size.stack})")
-            if real == "float":
-                doubles = toolchain.double_precision_symbols(undefined)
-                if doubles:
-                    problems.append(f"float build uses double precision: {', '.join(doubles)}")
-            if check:
-                say("running on an emulated Cortex-M4 (qemu mps2-an386)")
-                report = check_cortex_m4(export, F, test_vectors)
-                checks.append(report)
-                lines.append(report.summary())
-                measured["check_cortex_m4"] = _check_dict(report)
-                if not report.passed:
-                    problems.append(_first_line(report.details) or report.summary())
+    runs = _Runs(export, F, test_vectors, say)
+    try:
+        runs.run(real, target, check)
+    except toolchain.ToolchainError as err:  # a tool that crashed, hung or wrote nothing: one line
+        runs.problems.append(str(err).splitlines()[0])
+    lines, problems, checks, measured = runs.lines, runs.problems, runs.checks, runs.measured
+    size, doubles = runs.size, runs.doubles
 
     errors: dict[str, float] = {}
     for report in checks:
@@ -322,8 +339,3 @@ def export_integrator(
     files = install_export(export, out, force=force)
     say(f"wrote {', '.join(sorted(export.files))} to {out}")
     return ExportReport(ok=True, files=files, **common)  # type: ignore[arg-type]
-
-
-def _first_line(text: str) -> str:
-    stripped = text.strip()
-    return stripped.splitlines()[0] if stripped else ""

@@ -20,17 +20,28 @@ ends the emulation with `FAULT_EXIT_CODE`.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
+import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from shooting.codegen.toolchain import ARM_PACKAGES, M4_CFLAGS, ToolchainError, find_tool, run_tool
+from shooting.codegen.toolchain import (
+    ARM_PACKAGES,
+    M4_CFLAGS,
+    ToolchainError,
+    find_tool,
+    first_error_line,
+    run_tool,
+    tool_timeout,
+)
 
 __all__ = ["FAULT_EXIT_CODE", "MPS2_AN386_LINKER_SCRIPT", "MPS2_AN386_STARTUP", "QEMU_M4_ARGS", "RunResult",
            "build_m4_elf", "have_cortex_m4_toolchain", "have_qemu", "run_on_cortex_m4"]
@@ -281,17 +292,15 @@ def build_m4_elf(
         "-lm", "-o", str(elf),
     ]
     start = time.perf_counter()
-    proc = run_tool(cmd, "arm-none-eabi-gcc", timeout=timeout, cwd=workdir)
+    proc = run_tool(cmd, "arm-none-eabi-gcc", timeout=timeout, cwd=workdir, step="linking the Cortex-M4 program")
     seconds = time.perf_counter() - start
     if proc.returncode != 0:
         if "rdimon.specs" in proc.stderr:
             raise ToolchainError(
                 f"arm-none-eabi-gcc cannot find newlib (rdimon.specs): apt-get install {ARM_PACKAGES}"
             )
-        raise ToolchainError(
-            f"arm-none-eabi-gcc failed to build the Cortex-M4 program (exit {proc.returncode}):\n"
-            f"{' '.join(cmd)}\n{proc.stderr.rstrip()}"
-        )
+        raise ToolchainError(f"arm-none-eabi-gcc failed building the Cortex-M4 program (exit {proc.returncode}): "
+                             f"{first_error_line(proc.stderr)}")
     return elf, proc.stderr, seconds
 
 
@@ -363,26 +372,29 @@ def _build_and_run(
 ) -> RunResult:
     elf, build_log, build_seconds = build_m4_elf(sources, workdir, include_dirs, extra_flags, opt, timeout)
     cmd = [qemu, *QEMU_M4_ARGS, "-kernel", str(elf)]
+    timeout = tool_timeout(timeout)
     start = time.perf_counter()
     try:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True)
     except OSError as exc:
-        raise ToolchainError(f"qemu-system-arm could not be started: {exc}") from exc
+        raise ToolchainError(f"qemu-system-arm could not be started: {exc.strerror or exc}") from None
     try:
         out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    except BaseException as exc:  # a timeout, or Ctrl-C: QEMU must not outlive us
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate()
-        tail = out.decode("utf-8", "replace")[-500:]
-        raise ToolchainError(
-            f"qemu-system-arm timed out after {timeout:g} s running {elf.name} (killed); "
-            f"last output: {tail!r}"
-        ) from None
+        if not isinstance(exc, subprocess.TimeoutExpired):
+            raise
+        tail = " ".join(out.decode("utf-8", "replace").split()[-12:])
+        raise ToolchainError(f"qemu-system-arm timed out after {timeout:g} s running {elf.name} (killed); "
+                             f"last output: {tail!r}") from None
     seconds = time.perf_counter() - start
     stdout = out.decode("utf-8", "replace")
     stderr = err.decode("utf-8", "replace")
     if proc.returncode != 0 and not stdout and stderr.startswith("qemu-system-arm:"):
-        raise ToolchainError(f"qemu-system-arm failed to start: {stderr.strip()}\n{' '.join(cmd)}")
+        raise ToolchainError(f"qemu-system-arm failed to start {elf.name}: {first_error_line(stderr)}")
     return RunResult(
         stdout=stdout,
         exit_code=proc.returncode,

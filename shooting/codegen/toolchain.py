@@ -19,8 +19,11 @@ message names the Debian package to install.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -39,8 +42,10 @@ __all__ = [
     "double_precision_symbols",
     "ARM_PACKAGES",
     "find_tool",
+    "first_error_line",
     "have_host_compiler",
     "run_tool",
+    "tool_timeout",
     "undefined_symbols",
 ]
 
@@ -102,8 +107,34 @@ def find_tool(name: str) -> str:
     return path
 
 
-def run_tool(cmd: list[str], tool: str, timeout: float, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """Run a command to completion, turning launch failures and timeouts into `ToolchainError`.
+def tool_timeout(default: float) -> float:
+    """Seconds a tool may run: `default`, or ``SHOOTING_TOOL_TIMEOUT`` from the environment when set."""
+    text = os.environ.get("SHOOTING_TOOL_TIMEOUT", "").strip()
+    try:
+        value = float(text) if text else default
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
+# Lines of compiler output that are headers or context, not the error itself.
+_NOISE = re.compile(r"(Assembler messages:|In function|In file included from|At top level:|compilation terminated"
+                    r"|^\s*\||^\s*\d+\s*\||^\s*\^|: note: |^\s*$)")
+
+
+def first_error_line(text: str) -> str:
+    """The first line of tool output that says what went wrong (an ``error:`` line if there is one)."""
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not _NOISE.search(line)]
+    errors = [line for line in lines if "error" in line.lower()]
+    return (errors or lines or ["no diagnostics"])[0]
+
+
+def run_tool(cmd: list[str], tool: str, timeout: float, cwd: Path | None = None,
+             step: str = "") -> subprocess.CompletedProcess[str]:
+    """Run a command to completion in its own process group, turning launch failures and timeouts into `ToolchainError`.
+
+    On a timeout the whole process group is killed (a compiler driver's
+    ``cc1`` or ``as`` would otherwise run on as an orphan).
 
     Parameters
     ----------
@@ -111,19 +142,33 @@ def run_tool(cmd: list[str], tool: str, timeout: float, cwd: Path | None = None)
     tool : str
         The tool's name for messages.
     timeout : float
-        Seconds.
+        Seconds (``SHOOTING_TOOL_TIMEOUT`` in the environment overrides it).
     cwd : pathlib.Path, optional
+    step : str, optional
+        What the tool was doing, for messages (``"compiling the check harness"``).
 
     Returns
     -------
     subprocess.CompletedProcess
     """
+    timeout = tool_timeout(timeout)
+    doing = f" {step}" if step else ""
     try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd)
-    except subprocess.TimeoutExpired as exc:
-        raise ToolchainError(f"{tool} timed out after {timeout:g} s: {' '.join(cmd)}") from exc
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
     except OSError as exc:
-        raise ToolchainError(f"{tool} could not be started: {exc}") from exc
+        raise ToolchainError(f"{tool} could not be started{doing}: {exc.strerror or exc}") from None
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except BaseException as exc:  # a timeout, or Ctrl-C: no child may outlive us
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        if isinstance(exc, subprocess.TimeoutExpired):
+            raise ToolchainError(f"{tool} timed out{doing} after {timeout:g} s (killed with its child "
+                                 f"processes)") from None
+        raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 # --------------------------------------------------------------------------- availability
@@ -218,8 +263,12 @@ def compile_host(
     else:
         cmd += ["-c", str(sources[0]), "-o", str(output)]
     start = time.perf_counter()
-    proc = run_tool(cmd, "gcc", timeout=600.0)
-    return CompileResult(proc.returncode == 0, cmd, proc.stderr, time.perf_counter() - start)
+    proc = run_tool(cmd, "gcc", timeout=600.0, step=f"compiling {sources[0].name}")
+    ok = proc.returncode == 0
+    stderr = proc.stderr
+    if ok and not output.exists():
+        ok, stderr = False, f"gcc: error: exited 0 but wrote no {output.name} (a broken compiler?)\n{stderr}"
+    return CompileResult(ok, cmd, stderr, time.perf_counter() - start)
 
 
 # --------------------------------------------------------------------------- Cortex-M4 object
@@ -413,16 +462,24 @@ def compile_cortex_m4(
             *extra_flags, "-c", str(source), "-o", str(obj),
         ]
         start = time.perf_counter()
-        proc = run_tool(cmd, "arm-none-eabi-gcc", timeout=600.0, cwd=tmpdir)
-        result = CompileResult(proc.returncode == 0, cmd, proc.stderr, time.perf_counter() - start)
+        proc = run_tool(cmd, "arm-none-eabi-gcc", timeout=600.0, cwd=tmpdir, step=f"compiling {source.name}")
+        ok, stderr = proc.returncode == 0, proc.stderr
+        if ok and not obj.exists():
+            ok, stderr = False, f"arm-none-eabi-gcc: error: exited 0 but wrote no {obj.name}\n{stderr}"
+        result = CompileResult(ok, cmd, stderr, time.perf_counter() - start)
         if not result.ok:
             return result, None
 
-        sized = run_tool([size_tool, "-B", str(obj)], "arm-none-eabi-size", timeout=60.0)
+        sized = run_tool([size_tool, "-B", str(obj)], "arm-none-eabi-size", timeout=60.0,
+                         step=f"measuring {obj.name}")
         lines = sized.stdout.splitlines()
-        if sized.returncode != 0 or len(lines) < 2:
-            raise ToolchainError(f"arm-none-eabi-size failed on {obj.name}: {sized.stderr.strip()}")
-        text, data, bss = (int(v) for v in lines[1].split()[:3])
+        try:
+            text, data, bss = (int(v) for v in lines[1].split()[:3])
+        except (IndexError, ValueError):
+            text = data = bss = -1
+        if sized.returncode != 0 or text < 0:
+            raise ToolchainError(f"arm-none-eabi-size failed measuring {obj.name} (exit {sized.returncode}): "
+                                 f"{first_error_line(sized.stderr + sized.stdout)}")
 
         su_files = sorted(tmpdir.glob("*.su"))
         frames, dynamic = _parse_stack_usage("".join(p.read_text() for p in su_files))
@@ -485,9 +542,10 @@ def undefined_symbols(object_file: Path, *, nm: str | None = None) -> list[str]:
     if nm is None:
         nm = "arm-none-eabi-nm" if _is_arm_elf(object_file) else "nm"
     tool = find_tool(nm)
-    proc = run_tool([tool, "-u", str(object_file)], nm, timeout=60.0)
+    proc = run_tool([tool, "-u", str(object_file)], nm, timeout=60.0, step=f"listing the symbols of {object_file.name}")
     if proc.returncode != 0:
-        raise ToolchainError(f"{nm} failed on {object_file}: {proc.stderr.strip()}")
+        raise ToolchainError(f"{nm} failed listing the symbols of {object_file.name}: "
+                             f"{first_error_line(proc.stderr)}")
     names = {line.split()[-1] for line in proc.stdout.splitlines() if line.strip() and not line.endswith(":")}
     return sorted(names)
 
