@@ -241,11 +241,10 @@ def cmd_mpc(args: argparse.Namespace) -> int:
     for line in run.lines:
         print(line)
     for problem in run.problems:
-        print(f"shooting-codegen: {problem}" if not run.ok else problem, file=sys.stderr)
-    if not run.ok:
-        return 1
-    print(f"{args.out}/" + ", ".join(f.name for f in run.files))
-    return 0
+        print(f"shooting-codegen: {problem}", file=sys.stderr)
+    if run.files:
+        print(f"{args.out}/" + ", ".join(f.name for f in run.files))
+    return 0 if run.ok else 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -108,3 +108,27 @@ def test_infeasible_first_solve_exits_1(tmp_path):
     proc = run("--model", "cartpole", "--x0", "3,0,0,0", "--horizon", "5", "--out", "d", "-q", cwd=tmp_path)
     assert proc.returncode == 1 and "first OCP solve failed" in proc.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_ctrl_c_stops_the_run_writes_nothing_and_exits_130(tmp_path):
+    """SIGINT during the closed loop (inside IPOPT most of the time): exit 130, no output directory."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "shooting.cli", "mpc", "--model", "cartpole", "--sim-steps",
+                             "100000", "--out", "out"], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    seen = ""
+    while "closed loop:" not in seen:  # the progress line printed as the closed loop starts
+        line = proc.stderr.readline()
+        assert line, f"the run ended before its closed loop: {seen}"
+        seen += line
+    time.sleep(2.0)  # well inside the loop (about 40 solves)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, seen + err
+    assert "interrupted" in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()

@@ -101,3 +101,18 @@ def test_run_scenario_writes_its_files_and_replaces_its_own(tmp_path):
     (tmp_path / "theirs" / "data.csv").write_text("1,2")
     with pytest.raises(ValueError, match="not empty"):
         run_scenario(scenario, tmp_path / "theirs")
+
+
+def test_failed_closed_loop_solves_are_visible(tmp_path, capfd):
+    """Hard state bounds and process noise: infeasible solves are counted, listed and not ok."""
+    model = shooting.load_model("vanderpol")
+    scenario = shooting.default_scenario(model).with_changes(x_min=[-1.0, -1.0], x_max=[1.0, 1.0], sim_steps=40,
+                                                             horizon=10)
+    run = run_scenario(scenario, tmp_path / "noisy", noise_std=0.25, seed=0)
+    assert not run.ok and run.failed_steps and run.files  # written, to show what happened
+    summary = json.loads((tmp_path / "noisy" / "summary.json").read_text())
+    assert summary["failed_steps"] == list(run.failed_steps)
+    data = json.loads((tmp_path / "noisy" / "trajectory.json").read_text())
+    assert [k for k, ok in enumerate(data["success"]) if not ok] == list(run.failed_steps)
+    assert any(p.startswith(f"warning: {len(run.failed_steps)} of 40 closed-loop solves failed") for p in run.problems)
+    assert "WARNING" not in capfd.readouterr().err  # CasADi's own lines are kept in the solutions, not shown

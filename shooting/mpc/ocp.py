@@ -28,6 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from shooting import _validate
+from shooting._solver_call import solver_call
 from shooting.integrate.integrator import build_integrator
 from shooting.model import Model
 from shooting.mpc.layout import ShootingLayout
@@ -75,6 +76,8 @@ class OCPSolution:
         Where everything sits in `w`, `lam_x` and `lam_g`.
     stats : dict
         The solver's own statistics (``t_wall_total``, ...).
+    messages : str
+        What CasADi printed during the solve (its warnings), kept instead of shown.
     """
 
     x: FloatArray
@@ -90,6 +93,7 @@ class OCPSolution:
     lam_g: FloatArray
     layout: ShootingLayout = field(repr=False, compare=False)
     stats: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    messages: str = field(default="", repr=False, compare=False)
 
     @property
     def dynamics_multipliers(self) -> FloatArray:
@@ -415,7 +419,8 @@ class MultipleShootingOCP:
             solver = self._solvers.cold
             args.update(x0=self.initial_guess(P[:self.nx], u_ref))
         t = time.perf_counter()
-        res = solver(**args)
+        with solver_call() as printed:  # Ctrl-C re-raised, not swallowed; CasADi's warnings kept
+            res = solver(**args)
         elapsed = time.perf_counter() - t
         stats = solver.stats()
         w = np.array(res["x"]).ravel()
@@ -432,6 +437,7 @@ class MultipleShootingOCP:
             status=NLPSolvers.status(stats), iterations=int(stats.get("iter_count", -1)),
             solve_time=elapsed, max_violation=viol, w=w, lam_x=np.array(res["lam_x"]).ravel(),
             lam_g=np.array(res["lam_g"]).ravel(), layout=self.layout, stats=dict(stats),
+            messages=printed.text.strip(),
         )
 
     def cost(self, x: FloatArray, u: FloatArray, *, x_ref: object = None, u_ref: object = None,

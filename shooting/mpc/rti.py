@@ -25,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from shooting import _validate
+from shooting._solver_call import solver_call
 from shooting.integrate.integrator import build_integrator
 from shooting.mpc.controllers import ControlStep
 from shooting.mpc.ocp import MultipleShootingOCP
@@ -164,7 +165,8 @@ class RTIController:
         args: dict[str, Any] = dict(h=self._H, g=g, a=A, lba=lba, uba=uba, lbx=ocp.lbx, ubx=ocp.ubx, x0=self._wbar)
         if self._lam_a is not None:
             args.update(lam_a0=self._lam_a, lam_x0=self._lam_x)
-        res = self._qp(**args)
+        with solver_call(capture=False):  # (a capture would cost ~20 us per sample)
+            res = self._qp(**args)
         feedback = time.perf_counter() - t_start
         self.feedback_times.append(feedback)
         stats = self._qp.stats()

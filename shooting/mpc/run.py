@@ -41,7 +41,9 @@ class ScenarioRun:
     Attributes
     ----------
     ok : bool
-        The first solve succeeded and the files were written.
+        The first solve and every closed-loop solve succeeded, and the files
+        were written. (With failed closed-loop solves the files are written
+        all the same, to show them; `failed_steps` says which.)
     out_dir : pathlib.Path
     files : list of pathlib.Path
         The files written (empty when not `ok`).
@@ -54,6 +56,8 @@ class ScenarioRun:
         The report, one line each.
     problems : tuple of str
         One line per reason the run is not `ok`, or went wrong on the way.
+    failed_steps : tuple of int
+        Closed-loop steps whose solver reported failure.
     """
 
     ok: bool
@@ -64,6 +68,7 @@ class ScenarioRun:
     summary: dict[str, Any] = field(default_factory=dict)
     lines: tuple[str, ...] = ()
     problems: tuple[str, ...] = ()
+    failed_steps: tuple[int, ...] = ()
 
 
 def _json_default(obj: object) -> object:
@@ -153,6 +158,12 @@ def run_scenario(
     lines.append(f"final state [{', '.join(f'{v:.4g}' for v in traj.x[-1])}], "
                  f"error |x_K - x_ref| = {stats['final_error']:.3g}")
     problems = [f"closed loop stopped early: {traj.stopped}"] if traj.stopped else []
+    failed = tuple(int(k) for k in np.flatnonzero(~traj.success))
+    if failed:
+        k = failed[0]
+        problems.append(f"warning: {len(failed)} of {traj.steps} closed-loop solves failed (first at step {k}, "
+                        f"t = {traj.t[k]:g} s: {traj.status[k]}); their inputs were applied as the solver "
+                        f"returned them (see 'failed_steps' in summary.json)")
 
     summary = {
         "generator": _files.GENERATOR, "command": "mpc", "version": VERSION,
@@ -160,7 +171,7 @@ def run_scenario(
         "controller": kind, "scenario": scenario.to_dict(), "noise_std": noise, "seed": seed,
         "first_solve": {"status": first.status, "success": first.success, "cost": first.cost,
                         "iterations": first.iterations, "solve_time": first.solve_time},
-        "stats": stats, "files": list(RUN_FILES),
+        "stats": stats, "failed_steps": list(failed), "files": list(RUN_FILES),
         **{k: v for k, v in (metadata or {}).items() if k != "model"},
     }
 
@@ -173,7 +184,8 @@ def run_scenario(
 
     _files.install_directory(out, write, RUN_FILES, "summary.json", force=force)
     say(f"wrote {', '.join(RUN_FILES)} to {out}")
-    return ScenarioRun(True, out, [out / f for f in RUN_FILES], first, traj, summary, tuple(lines), tuple(problems))
+    return ScenarioRun(not failed and not traj.stopped, out, [out / f for f in RUN_FILES], first, traj, summary,
+                       tuple(lines), tuple(problems), failed)
 
 
 def scenario_method(scenario: Scenario) -> str:

@@ -1,0 +1,87 @@
+"""Calling a CasADi solver: Ctrl-C is not lost, and what CasADi prints is kept, not shown.
+
+CasADi's solvers poll for Python signals; a KeyboardInterrupt raised there is
+caught by CasADi, which ends the solve with a status such as
+``NonIpopt_Exception_Thrown`` and returns normally, so the interrupt is lost
+and a closed loop simply goes on. `solver_call` records the signal during the
+call (still raising inside the solver so that it stops at once) and raises
+KeyboardInterrupt again when the call returns.
+
+A failing solve also makes CasADi print ``WARNING(...)`` lines on the
+process's stderr (C++, below Python's ``sys.stderr``). `solver_call`
+redirects file descriptor 2 to a temporary file for the call and hands the
+text back (`SolverOutput.text`), so a caller reports failures its own way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from types import FrameType
+
+__all__ = ["SolverOutput", "solver_call"]
+
+
+@dataclass
+class SolverOutput:
+    """What CasADi printed on stderr during a `solver_call` (filled in when the block ends)."""
+
+    text: str = ""
+
+
+@contextlib.contextmanager
+def _captured_stderr(output: SolverOutput) -> Iterator[None]:
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no usable fd 2 (embedded interpreter): leave it alone
+        yield
+        return
+    with tempfile.TemporaryFile(mode="w+b") as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            output.text = sink.read().decode("utf-8", "replace")
+
+
+@contextlib.contextmanager
+def solver_call(*, capture: bool = True) -> Iterator[SolverOutput]:
+    """Run the block (a CasADi solver call): a Ctrl-C during it raises KeyboardInterrupt after it.
+
+    Parameters
+    ----------
+    capture : bool
+        Keep what CasADi prints on stderr in the yielded `SolverOutput`
+        instead of showing it.
+
+    Yields
+    ------
+    SolverOutput
+    """
+    output = SolverOutput()
+    hits: list[int] = []
+    main = threading.current_thread() is threading.main_thread()  # signals go to the main thread only
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        hits.append(signum)
+        raise KeyboardInterrupt  # stops the solver at its next check
+
+    previous = signal.signal(signal.SIGINT, handler) if main else None
+    try:
+        with _captured_stderr(output) if capture else contextlib.nullcontext():
+            yield output
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, previous)
+    if hits:
+        raise KeyboardInterrupt
