@@ -17,7 +17,7 @@ from shooting import integrate as integrate
 from shooting import mpc as mpc
 from shooting import tableaus as tableaus
 from shooting._version import VERSION as __version__
-from shooting.integrate import StepInfo, build_integrator, step_info
+from shooting.integrate import StabilityReport, StepInfo, build_integrator, check_stability, step_info
 from shooting.loading import load_model, model_names
 from shooting.model import Model
 from shooting.mpc import (
@@ -65,11 +65,13 @@ __all__ = [
     "Scenario",
     "ShootingLayout",
     "SolverSettings",
+    "StabilityReport",
     "StepInfo",
     "Trajectory",
     "__version__",
     "build_integrator",
     "build_ocp",
+    "check_stability",
     "default_scenario",
     "gauss_legendre",
     "get_tableau",

@@ -115,6 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="cortex-m4: cross-compile, report flash/RAM; with --check run on an emulated Cortex-M4")
     integ.add_argument("--vectors", type=_vectors, default=8, help="test vectors for --check (default 8)")
     integ.add_argument("--force", action="store_true", help="write into a non-empty directory of other files")
+    integ.add_argument("--no-lint", action="store_true",
+                       help="do not warn when the step is outside its stability region at the nominal point")
     integ.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
 
     mpc = sub.add_parser(
@@ -139,6 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
     mpc.add_argument("--seed", type=_nonnegative_int, default=0, help="noise seed (default 0)")
     mpc.add_argument("--out", required=True, metavar="DIR", help="output directory (created)")
     mpc.add_argument("--force", action="store_true", help="write into a non-empty directory of other files")
+    mpc.add_argument("--no-lint", action="store_true",
+                     help="do not warn when the OCP's step is outside its stability region at x0")
     mpc.add_argument("-q", "--quiet", action="store_true", help="no progress lines or bar")
     return parser
 
@@ -175,6 +179,14 @@ def cmd_tableau(args: argparse.Namespace) -> int:
     return 0
 
 
+def _lint(model: shooting.Model, method: str | shooting.ButcherTableau, steps: int, dt: float,
+          x: object) -> None:
+    """Warn on stderr (and go on) when the step is outside its stability region at the operating point."""
+    report = shooting.check_stability(model, method, steps, dt, x=x)  # type: ignore[arg-type]
+    if not report.stable:
+        print(f"shooting-codegen: warning: {report.message} (--no-lint silences this)", file=sys.stderr)
+
+
 def cmd_integrator(args: argparse.Namespace) -> int:
     progress = _Progress(args.quiet)
     if args.tableau_file and args.method:
@@ -188,6 +200,8 @@ def cmd_integrator(args: argparse.Namespace) -> int:
     if dt is None:
         raise UsageError(f"model {model.name} has no nominal dt: pass --dt")
 
+    if not args.no_lint:
+        _lint(model, tab, args.steps, dt, None)
     progress(f"building {tab.name} x {args.steps} step(s) of {model.name} ({args.sensitivities} sensitivities)")
     F = shooting.build_integrator(model, tab, args.steps, args.sensitivities,
                                   newton_iterations=args.newton_iterations, newton=args.newton, name=args.name)
@@ -235,13 +249,15 @@ def cmd_mpc(args: argparse.Namespace) -> int:
         if getattr(args, option) is not None:
             changes[option] = getattr(args, option)
     scenario = shooting.default_scenario(model).with_changes(**changes)
+    if not args.no_lint:
+        _lint(model, scenario.problem.method, scenario.problem.steps, scenario.problem.dt, scenario.x0)
     run = run_scenario(scenario, args.out, model=model, rti=args.rti, noise_std=args.noise, seed=args.seed,
                        force=args.force, progress=progress, progress_bar=not args.quiet,
                        metadata={"model": {"spec": args.model}})
     for line in run.lines:
         print(line)
-    for problem in run.problems:
-        print(f"shooting-codegen: {problem}", file=sys.stderr)
+    for line in run.problems:
+        print(f"shooting-codegen: {line}", file=sys.stderr)
     if run.files:
         print(f"{args.out}/" + ", ".join(f.name for f in run.files))
     return 0 if run.ok else 1

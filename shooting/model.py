@@ -72,6 +72,8 @@ class Model:
         Nominal sampling time [s] for this model's default scenarios.
     description : str, optional
         One line shown by ``shooting-codegen list``.
+    time_unit : str, default "s"
+        The unit of t and dt (``"s"``, ``"min"``, ``"h"``), for plots and messages.
 
     Attributes
     ----------
@@ -110,6 +112,7 @@ class Model:
         u0: Sequence[float] | np.ndarray | None = None,
         dt: float | None = None,
         description: str = "",
+        time_unit: str = "s",
     ) -> None:
         self.name = _validate.identifier(name, "model name")
         self.x = _symbol_vector(x, "x", allow_none=False)
@@ -161,6 +164,9 @@ class Model:
         _validate.bounds(self.u_min, self.u_max, "u")
         self.dt = None if dt is None else _validate.positive_real(dt, "dt")
         self.description = str(description)
+        if not isinstance(time_unit, str) or not time_unit.strip() or len(time_unit) > 16:
+            raise ValueError(f"time_unit must be a short unit name such as 's', 'min' or 'h', got {time_unit!r}")
+        self.time_unit = time_unit.strip()
 
         self.f = ca.Function(
             "f",

@@ -6,5 +6,6 @@ and the substep loop (unrolled, or binary doubling).
 """
 
 from shooting.integrate.integrator import StepInfo, build_integrator, step_info
+from shooting.integrate.lint import StabilityReport, check_stability
 
-__all__ = ["StepInfo", "build_integrator", "step_info"]
+__all__ = ["StabilityReport", "StepInfo", "build_integrator", "check_stability", "step_info"]
