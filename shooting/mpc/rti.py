@@ -18,6 +18,7 @@ solves the QP. The solution, shifted one stage, is the next guess.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import casadi as ca
@@ -28,10 +29,38 @@ from shooting import _validate
 from shooting._solver_call import solver_call
 from shooting.integrate.integrator import build_integrator
 from shooting.mpc.controllers import ControlStep
+from shooting.mpc.layout import ShootingLayout
 from shooting.mpc.ocp import MultipleShootingOCP
 from shooting.options import QP_SOLVERS, QPSolver
 
-__all__ = ["RTIController"]
+__all__ = ["QPPoint", "RTIController"]
+
+
+@dataclass(frozen=True)
+class QPPoint:
+    """A primal-dual point of the RTI's QP, laid out as the OCP's vectors (`ShootingLayout`).
+
+    Parameters
+    ----------
+    w : ndarray, shape (n_w,)
+    lam_a : ndarray, shape (nx + N nx,) or None
+        Multipliers of the initial-state and dynamics rows.
+    lam_x : ndarray, shape (n_w,) or None
+        Multipliers of the bounds.
+    """
+
+    w: npt.NDArray[np.float64]
+    lam_a: npt.NDArray[np.float64] | None
+    lam_x: npt.NDArray[np.float64] | None
+
+    def shifted(self, layout: ShootingLayout) -> QPPoint:
+        """One stage ahead: the next sample's linearisation point and multiplier guess.
+
+        (osqp warm-starts from the multipliers; qrqp ignores them: its iteration
+        counts on the swing-up are the same with shifted, unshifted or zero ones.)
+        """
+        return QPPoint(layout.shift_w(self.w), None if self.lam_a is None else layout.shift_g(self.lam_a),
+                       None if self.lam_x is None else layout.shift_w(self.lam_x))
 
 
 class RTIController:
@@ -40,8 +69,10 @@ class RTIController:
     Parameters
     ----------
     ocp : MultipleShootingOCP
-        Model, horizon, dt, integrator, weights, references and bounds are
-        taken from it (its extra costs and constraints are not supported).
+        Model, horizon, dt, integrator, weights, references, bounds and extra
+        costs (``stage_cost``, ``terminal_cost``: their exact Hessian at the
+        linearisation point enters the QP) are taken from it; path and
+        terminal constraints are refused.
     qp_solver : {"qrqp", "osqp"}, default "qrqp"
         A sparse QP solver shipped with CasADi.
     initialize_with_ipopt : bool, default True
@@ -55,6 +86,10 @@ class RTIController:
     model : Model
     feedback_times, preparation_times : list of float
         Seconds per sample of the two phases.
+    last_qp : QPPoint or None
+        The last QP's solution.
+    guess : QPPoint or None
+        Where the next sample starts: `last_qp` shifted one stage.
     """
 
     def __init__(self, ocp: MultipleShootingOCP, *, qp_solver: QPSolver = "qrqp",
@@ -109,31 +144,60 @@ class RTIController:
         for k in range(N):
             H[L.u_idx[k], L.u_idx[k]] = 2 * ocp.R
             g[L.u_idx[k]] = -2 * ca.mtimes(ca.DM(ocp.R), ur[:, k])
-        self._H = ca.sparsify(H)
-        self._data = ca.Function("rti_qp_data", [wb, P], [Acon, b, g], ["wb", "P"], ["A", "b", "g"], {"cse": True})
+        Hq: ca.SX = ca.SX(ca.sparsify(H))
+        extra = self._extra_cost(wb, p)
+        if extra is not None:
+            # The extra costs by their second-order expansion at the linearisation
+            # point wb: c(w) ~ c(wb) + dc'(w - wb) + 1/2 (w - wb)' Hc (w - wb), so
+            # the QP in w gains Hc and dc - Hc wb (exact Hessian: convex costs keep
+            # the QP convex; an indefinite one may make the QP solver fail).
+            Hc, dc = ca.hessian(extra, wb)
+            Hq = Hq + Hc
+            g = g + dc - ca.mtimes(Hc, wb)
+        self._data = ca.Function("rti_qp_data", [wb, P], [Acon, b, g, Hq], ["wb", "P"], ["A", "b", "g", "H"],
+                                 {"cse": True})
         opts: dict[str, Any] = {"error_on_fail": False}
         if qp_solver == "qrqp":
             opts.update({"print_iter": False, "print_header": False, "print_info": False})
         else:
             opts.update({"osqp": {"verbose": False, "eps_abs": 1e-9, "eps_rel": 1e-9, "max_iter": 10000,
                                   "polish": True}})
-        self._qp = ca.conic("rti_qp", qp_solver, {"h": self._H.sparsity(), "a": Acon.sparsity()}, opts)
+        self._qp = ca.conic("rti_qp", qp_solver, {"h": Hq.sparsity(), "a": Acon.sparsity()}, opts)
+
+    def _extra_cost(self, wb: ca.SX, p: ca.SX) -> ca.SX | None:
+        """The OCP's stage_cost and terminal_cost summed over the horizon at wb, or None."""
+        cost = self.ocp.problem.cost
+        if cost.stage_cost is None and cost.terminal_cost is None:
+            return None
+        L = self.ocp.layout
+        X, U = L.states(wb), L.inputs(wb)
+        total: ca.SX = ca.SX(0)
+        if cost.stage_cost is not None:
+            for k in range(L.horizon):
+                total += cost.stage_cost(X[k], U[k], p)
+        if cost.terminal_cost is not None:
+            total += cost.terminal_cost(X[L.horizon], p)
+        return total
+
+    @property
+    def guess(self) -> QPPoint | None:
+        """The linearisation point and multiplier guess of the next sample (None before the first)."""
+        return self._guess
 
     def reset(self) -> None:
         """Forget the trajectory guess; the next `step` initialises again."""
-        self._wbar: npt.NDArray[np.float64] | None = None
-        self._lam_a: npt.NDArray[np.float64] | None = None
-        self._lam_x: npt.NDArray[np.float64] | None = None
-        self._prepared: tuple[Any, npt.NDArray[np.float64], npt.NDArray[np.float64]] | None = None
+        self._guess: QPPoint | None = None
+        self.last_qp: QPPoint | None = None
+        self._prepared: tuple[Any, npt.NDArray[np.float64], npt.NDArray[np.float64], Any] | None = None
         self.feedback_times.clear()
         self.preparation_times.clear()
 
     def _prepare(self, t: float) -> None:
-        assert self._wbar is not None
+        assert self._guess is not None
         t_start = time.perf_counter()
         P = self.ocp.parameters(np.zeros(self.ocp.nx), t0=t)
-        A, b, g = self._data(self._wbar, P)
-        self._prepared = (A, np.array(b).ravel(), np.array(g).ravel())
+        A, b, g, H = self._data(self._guess.w, P)
+        self._prepared = (A, np.array(b).ravel(), np.array(g).ravel(), H)
         self.preparation_times.append(time.perf_counter() - t_start)
 
     def step(self, x: npt.ArrayLike, t: float) -> ControlStep:
@@ -153,18 +217,21 @@ class RTIController:
         ocp = self.ocp
         L = ocp.layout
         xv = _validate.vector(x, ocp.nx, "x", broadcast=False)
-        if self._wbar is None:
-            self._wbar = ocp.solve(xv, t0=t).w.copy() if self.initialize_with_ipopt else ocp.initial_guess(xv)
+        if self._guess is None:
+            w0 = ocp.solve(xv, t0=t).w.copy() if self.initialize_with_ipopt else ocp.initial_guess(xv)
+            self._guess = QPPoint(w0, None, None)
             self._prepare(t)
         assert self._prepared is not None
-        A, b, g = self._prepared
+        A, b, g, H = self._prepared
         lba, uba = b.copy(), b.copy()
         lba[L.x0_idx] = xv
         uba[L.x0_idx] = xv
         t_start = time.perf_counter()
-        args: dict[str, Any] = dict(h=self._H, g=g, a=A, lba=lba, uba=uba, lbx=ocp.lbx, ubx=ocp.ubx, x0=self._wbar)
-        if self._lam_a is not None:
-            args.update(lam_a0=self._lam_a, lam_x0=self._lam_x)
+        guess = self._guess
+        assert guess is not None
+        args: dict[str, Any] = dict(h=H, g=g, a=A, lba=lba, uba=uba, lbx=ocp.lbx, ubx=ocp.ubx, x0=guess.w)
+        if guess.lam_a is not None:
+            args.update(lam_a0=guess.lam_a, lam_x0=guess.lam_x)
         with solver_call(capture=False):  # (a capture would cost ~20 us per sample)
             res = self._qp(**args)
         feedback = time.perf_counter() - t_start
@@ -175,9 +242,8 @@ class RTIController:
         # Shift primal and dual values one stage: the next linearisation point
         # and multiplier guess (the QP's rows are the OCP's initial-state and
         # dynamics rows, laid out as in g).
-        self._wbar = L.shift_w(w)
-        self._lam_a = L.shift_g(np.array(res["lam_a"]).ravel())
-        self._lam_x = L.shift_w(np.array(res["lam_x"]).ravel())
+        self.last_qp = QPPoint(w, np.array(res["lam_a"]).ravel(), np.array(res["lam_x"]).ravel())
+        self._guess = self.last_qp.shifted(L)
         self._prepare(t + self.dt)
         return ControlStep(u=u, solve_time=feedback + self.preparation_times[-1],
                            success=bool(stats.get("success", True)), status=str(stats.get("return_status", "")),

@@ -1,0 +1,62 @@
+"""RTIController: the KKT point of the OCP is its fixed point, extra costs included; the shift."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import shooting
+
+KW = dict(dt=0.05, Q=[10.0, 10.0, 1e-2, 1e-2], R=[1e-2])
+X0 = np.array([0.2, 0.15, 0.0, 0.0])
+
+
+@pytest.mark.parametrize("extra", [
+    {},
+    {"stage_cost": lambda x, u, p: 50 * x[2] ** 2 + 0.5 * u[0] ** 2},
+    {"terminal_cost": lambda x, p: 1e3 * x[3] ** 2 + 40 * x[0] ** 2},
+    {"stage_cost": lambda x, u, p: 2.0 * u[0]},  # linear: only the gradient enters
+])
+def test_first_rti_input_equals_ipopt_at_the_optimum(extra):
+    """Started from IPOPT's solution at x0, one Gauss-Newton QP at x0 returns IPOPT's u_0 (the KKT point
+    is the SQP iteration's fixed point). Dropping a cost term from the QP would move it."""
+    model = shooting.load_model("cartpole")
+    ocp = shooting.MultipleShootingOCP(model, 15, **KW, **extra)
+    sol = ocp.solve(X0)
+    assert sol.success
+    step = shooting.RTIController(ocp).step(X0, 0.0)
+    assert step.success
+    np.testing.assert_allclose(step.u, sol.u[0], atol=1e-6 * max(1.0, abs(sol.u[0, 0])))
+    if extra:  # the test is sensitive: without the extra term the optimum is elsewhere
+        plain = shooting.MultipleShootingOCP(model, 15, **KW).solve(X0)
+        assert abs(plain.u[0, 0] - sol.u[0, 0]) > 1e-3
+
+
+def test_rti_refuses_constraints_it_cannot_linearise():
+    model = shooting.load_model("vanderpol")
+    with pytest.raises(ValueError, match="path_constraints/terminal_constraints"):
+        shooting.RTIController(shooting.MultipleShootingOCP(model, 5, dt=0.1, path_constraints=lambda x, u, p: x))
+    with pytest.raises(ValueError, match="qp_solver must be one of"):
+        shooting.RTIController(shooting.MultipleShootingOCP(model, 5, dt=0.1), qp_solver="hpipm")
+
+
+@pytest.mark.parametrize("qp_solver", ["qrqp", "osqp"])
+def test_next_guess_is_the_last_qp_shifted(qp_solver):
+    model = shooting.load_model("vanderpol")
+    ocp = shooting.MultipleShootingOCP(model, 8, dt=0.1)
+    rti = shooting.RTIController(ocp, qp_solver=qp_solver)
+    x = np.array([1.0, 0.0])
+    for k in range(3):
+        x = x + 0.01 * k
+        rti.step(x, 0.1 * k)
+    L, last, guess = ocp.layout, rti.last_qp, rti.guess
+    assert last is not None and guess is not None and last.lam_a is not None and guess.lam_a is not None
+    xs, us = L.unpack_w(last.w)
+    gx, gu = L.unpack_w(guess.w)
+    np.testing.assert_array_equal(gx[:-1], xs[1:])
+    np.testing.assert_array_equal(gu[:-1], us[1:])
+    dyn = last.lam_a[L.dyn_idx]
+    np.testing.assert_array_equal(guess.lam_a[L.dyn_idx[:-1]], dyn[1:])  # the dual shift
+    np.testing.assert_array_equal(guess.lam_a[L.x0_idx], last.lam_a[L.x0_idx])
+    rti.reset()
+    assert rti.guess is None
