@@ -12,7 +12,7 @@ import keyword
 import math
 import numbers
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TypeVar
 
 import numpy as np
@@ -29,6 +29,7 @@ __all__ = [
     "names",
     "positive_real",
     "real",
+    "reference_inside",
     "sanitized_identifier",
     "stage_rows",
     "vector",
@@ -334,6 +335,29 @@ def bounds(lower: FloatArray, upper: FloatArray, what: str) -> None:
         i = int(bad[0])
         raise ValueError(f"{what}_min[{i}] = {lower[i]:g} exceeds {what}_max[{i}] = {upper[i]:g}: "
                          f"no value satisfies both; swap or fix the bounds")
+
+
+def reference_inside(rows: npt.ArrayLike, lower: npt.ArrayLike, upper: npt.ArrayLike, labels: Sequence[str],
+                     what: str) -> None:
+    """Refuse a reference (one row per stage, or one row) that the bounds forbid: it could never be tracked.
+
+    Parameters
+    ----------
+    rows : array_like, shape (n,) or (stages, n)
+    lower, upper : array_like, shape (n,)
+    labels : sequence of str, length n
+        The entries' names, for the message.
+    what : str
+        ``"x_ref"`` or ``"u_ref"``.
+    """
+    ref = np.atleast_2d(np.asarray(rows, dtype=float))
+    lo, hi = np.asarray(lower, dtype=float), np.asarray(upper, dtype=float)
+    outside = np.argwhere((ref < lo) | (ref > hi))
+    if outside.size:
+        k, i = (int(v) for v in outside[0])
+        raise ValueError(f"{what}[{k}][{i}] ({labels[i]}) = {ref[k, i]:g} lies outside the bounds "
+                         f"[{lo[i]:g}, {hi[i]:g}]: a reference the bounds forbid cannot be tracked; "
+                         f"move it inside or widen the bounds")
 
 
 def names(values: Iterable[object] | None, n: int, prefix: str, what: str) -> tuple[str, ...]:

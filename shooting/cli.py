@@ -96,6 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "(NAME.c, NAME.h, manifest.json, Makefile).")
     integ.add_argument("--model", required=True,
                        help="built-in name, file.py, file.py:function or package.module:function")
+    integ.add_argument("--model-arg", action="append", metavar="NAME=VALUE",
+                       help="a parameter of the model's factory, e.g. --model-arg n=5 (repeatable)")
     integ.add_argument("--method", help="catalogue tableau (default rk4)")
     integ.add_argument("--tableau-file", metavar="FILE", help="a JSON tableau instead of --method")
     integ.add_argument("--steps", type=_steps, default=1, help="substeps per interval (default 1)")
@@ -126,11 +128,15 @@ def build_parser() -> argparse.ArgumentParser:
                     "trajectory.csv, summary.json and PNG plots. Options override the scenario.")
     mpc.add_argument("--model", required=True,
                      help="built-in name, file.py, file.py:function or package.module:function")
+    mpc.add_argument("--model-arg", action="append", metavar="NAME=VALUE",
+                     help="a parameter of the model's factory, e.g. --model-arg n=5 (repeatable)")
     mpc.add_argument("--horizon", type=_horizon, help="shooting intervals N")
     mpc.add_argument("--dt", type=_positive_float, help="interval length and sampling time [s]")
     mpc.add_argument("--method", help="integrator tableau of the OCP (see 'list')")
     mpc.add_argument("--steps", type=_steps, help="integrator substeps per interval")
     mpc.add_argument("--hessian", choices=HESSIANS, help="Hessian of the OCP's Lagrangian")
+    mpc.add_argument("--x-ref", metavar="V1,V2,...",
+                     help="state reference, nx comma-separated numbers (must lie inside the state bounds)")
     mpc.add_argument("--x0", metavar="V1,V2,...",
                      help="initial state, nx comma-separated numbers ('pi' allowed; "
                           "write --x0=-1,0 when the first is negative)")
@@ -193,7 +199,7 @@ def cmd_integrator(args: argparse.Namespace) -> int:
         raise UsageError("give either --method or --tableau-file, not both")
     # Refused before any long work: a bad name or directory, a missing tool.
     check_export(args.out, args.name, real=args.real, target=args.target, check=args.check, force=args.force)
-    model = shooting.load_model(args.model)
+    model = shooting.load_model(args.model, **_model_args(args.model_arg))
     tab = shooting.load_tableau(args.tableau_file) if args.tableau_file else \
         shooting.get_tableau(args.method or "rk4")
     dt = args.dt or model.dt
@@ -220,7 +226,8 @@ def cmd_integrator(args: argparse.Namespace) -> int:
     return 0
 
 
-def _parse_x0(text: str, nx: int, model_name: str) -> list[float]:
+def _parse_vector(text: str, n: int, option: str, model_name: str) -> list[float]:
+    """``v1,v2,...`` (``pi`` allowed) as n finite numbers, or a UsageError naming `option`."""
     values = []
     for i, token in enumerate(text.split(",")):
         token = token.strip()
@@ -228,23 +235,51 @@ def _parse_x0(text: str, nx: int, model_name: str) -> list[float]:
         try:
             value = sign * math.pi if body.lower() == "pi" else float(token)
         except ValueError:
-            raise UsageError(f"--x0 entry {i + 1} is {token!r}, not a number: give {nx} comma-separated numbers, "
-                             f"e.g. --x0 {','.join(['0'] * nx)}") from None
+            raise UsageError(f"{option} entry {i + 1} is {token!r}, not a number: give {n} comma-separated "
+                             f"numbers, e.g. {option} {','.join(['0'] * n)}") from None
         if not math.isfinite(value):
-            raise UsageError(f"--x0 entry {i + 1} is {token!r}: give finite numbers")
+            raise UsageError(f"{option} entry {i + 1} is {token!r}: give finite numbers")
         values.append(value)
-    if len(values) != nx:
-        raise UsageError(f"--x0 has {len(values)} value(s) but model {model_name} has {nx} states: give {nx} "
+    if len(values) != n:
+        raise UsageError(f"{option} has {len(values)} value(s) but model {model_name} needs {n}: give {n} "
                          f"comma-separated numbers")
     return values
 
 
+def _model_args(pairs: Sequence[str] | None) -> dict[str, object]:
+    """``--model-arg NAME=VALUE`` pairs as keyword arguments (ints, floats, ``pi``, true/false, or text)."""
+    params: dict[str, object] = {}
+    for pair in pairs or ():
+        name, sep, text = pair.partition("=")
+        name = name.strip()
+        if not sep or not name.isidentifier():
+            raise UsageError(f"--model-arg {pair!r} is not NAME=VALUE (e.g. --model-arg n=5)")
+        text = text.strip()
+        value: object
+        if text.lower() in ("true", "false"):
+            value = text.lower() == "true"
+        elif text.lower() in ("pi", "-pi"):
+            value = math.copysign(math.pi, -1.0 if text.startswith("-") else 1.0)
+        else:
+            try:
+                value = int(text)
+            except ValueError:
+                try:
+                    value = float(text)
+                except ValueError:
+                    value = text
+        params[name] = value
+    return params
+
+
 def cmd_mpc(args: argparse.Namespace) -> int:
     progress = _Progress(args.quiet)
-    model = shooting.load_model(args.model)
+    model = shooting.load_model(args.model, **_model_args(args.model_arg))
     changes: dict[str, object] = {}
     if args.x0 is not None:
-        changes["x0"] = _parse_x0(args.x0, model.nx, model.name)
+        changes["x0"] = _parse_vector(args.x0, model.nx, "--x0", model.name)
+    if args.x_ref is not None:
+        changes["x_ref"] = _parse_vector(args.x_ref, model.nx, "--x-ref", model.name)
     for option in ("horizon", "dt", "method", "steps", "sim_steps", "hessian"):
         if getattr(args, option) is not None:
             changes[option] = getattr(args, option)

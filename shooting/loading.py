@@ -23,12 +23,14 @@ import inspect
 import itertools
 import re
 import sys
+import weakref
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
 from shooting.model import Model
 
-__all__ = ["BUILTIN_MODELS", "load_model", "model_names"]
+__all__ = ["BUILTIN_MODELS", "load_model", "model_names", "scenario_factory"]
 
 #: Names of the built-in models: one module each in `shooting.models`
 #: (installed from the folder ``models/``), defining ``make_model`` and
@@ -45,6 +47,24 @@ BUILTIN_MODELS: tuple[str, ...] = (
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _counter = itertools.count()
+
+# The `scenario` function of the module each loaded model came from (weakly
+# keyed by the model): a model file's default closed-loop experiment.
+_SCENARIOS: weakref.WeakKeyDictionary[Model, Callable[[Model], object]] = weakref.WeakKeyDictionary()
+
+
+def scenario_factory(model: Model) -> Callable[[Model], object] | None:
+    """The ``scenario(model)`` function of the file or module `model` was loaded from, if it has one.
+
+    Parameters
+    ----------
+    model : Model
+
+    Returns
+    -------
+    callable or None
+    """
+    return _SCENARIOS.get(model)
 
 
 def model_names() -> list[str]:
@@ -216,6 +236,7 @@ def _call(module: ModuleType, target: str, attr: str | None, params: dict[str, o
         raise ValueError(f"{target} has no function '{attr}'{hint}: define it or name an existing one")
     obj = getattr(module, attr)
     if isinstance(obj, Model):
+        _remember_scenario(module, obj)
         if params:
             raise ValueError(
                 f"{where} is a Model, not a function, so the parameters {', '.join(sorted(params))} "
@@ -237,7 +258,14 @@ def _call(module: ModuleType, target: str, attr: str | None, params: dict[str, o
         raise ValueError(
             f"{where} returned {type(result).__name__}, not a shooting.Model: make it return shooting.Model(...)"
         )
+    _remember_scenario(module, result)
     return result
+
+
+def _remember_scenario(module: ModuleType, model: Model) -> None:
+    factory = getattr(module, "scenario", None)
+    if callable(factory):
+        _SCENARIOS[model] = factory
 
 
 def _check_keywords(func: object, where: str, params: dict[str, object]) -> None:

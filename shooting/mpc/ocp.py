@@ -263,6 +263,7 @@ class MultipleShootingOCP:
         self.x_min, self.x_max, self.u_min, self.u_max = (bound[k] for k in ("x_min", "x_max", "u_min", "u_max"))
         _validate.bounds(self.x_min, self.x_max, "x")
         _validate.bounds(self.u_min, self.u_max, "u")
+        self._check_references(self.x_ref, self.u_ref)
         self.step_function = build_integrator(model, problem.method, problem.steps, "none",
                                               name=f"{model.name}_ocp_step")
         t = time.perf_counter()
@@ -318,6 +319,11 @@ class MultipleShootingOCP:
         self.lbx, self.ubx = self.variable_bounds()
         self._cost_fn = ca.Function("cost", [w, P], [cost], ["w", "P"], ["cost"])
 
+    def _check_references(self, x_ref: FloatArray, u_ref: FloatArray) -> None:
+        """Refuse references the bounds forbid: the OCP could never reach them."""
+        _validate.reference_inside(x_ref, self.x_min, self.x_max, self.model.state_names, "x_ref")
+        _validate.reference_inside(u_ref, self.u_min, self.u_max, self.model.input_names, "u_ref")
+
     def variable_bounds(self) -> tuple[FloatArray, FloatArray]:
         """Lower and upper bounds of the decision vector: inputs at every stage, states from x_1 on.
 
@@ -364,6 +370,8 @@ class MultipleShootingOCP:
         x0v = _validate.vector(x0, self.nx, "x0", broadcast=False)
         xr = self.x_ref if x_ref is None else _validate.stage_rows(x_ref, N + 1, self.nx, "x_ref")
         ur = self.u_ref if u_ref is None else _validate.stage_rows(u_ref, N, self.nu, "u_ref")
+        if x_ref is not None or u_ref is not None:
+            self._check_references(xr, ur)
         pv = self.model.p0 if p is None else _validate.vector(p, self.np, "p", broadcast=False)
         return self.layout.pack_parameters(x0v, xr, ur, pv, _validate.real(t0, "t0"))
 

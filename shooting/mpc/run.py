@@ -20,11 +20,12 @@ import numpy as np
 
 from shooting import _files, _validate
 from shooting._version import VERSION
+from shooting.loading import load_model
 from shooting.model import Model
 from shooting.mpc.controllers import Controller, MPCController
 from shooting.mpc.ocp import OCPSolution
 from shooting.mpc.rti import RTIController
-from shooting.mpc.scenarios import Scenario, build_ocp
+from shooting.mpc.scenarios import Scenario, build_ocp, check_scenario
 from shooting.mpc.simulate import simulate_closed_loop
 from shooting.mpc.trajectory import Trajectory
 
@@ -129,13 +130,16 @@ def run_scenario(
     seed = _validate.integer(seed, "seed", minimum=0)
     noise = None if noise_std is None else _validate.real(noise_std, "noise_std", minimum=0.0)
     problem = scenario.problem
+    if model is None:
+        model = load_model(scenario.model)
+    check_scenario(scenario, model)
+    unit = model.time_unit
     say(f"{scenario.model}: {scenario.description}")
-    say(f"building the OCP: N = {problem.horizon}, dt = {problem.dt:g} s, {scenario_method(scenario)} x "
+    say(f"building the OCP: N = {problem.horizon}, dt = {problem.dt:g} {unit}, {scenario_method(scenario)} x "
         f"{problem.steps}, {problem.solver.hessian} Hessian")
     ocp = build_ocp(scenario, model)
-    model = ocp.model
     first = ocp.solve(scenario.x0)
-    lines = [f"{model.name}: OCP N = {problem.horizon}, dt = {problem.dt:g} s, {scenario_method(scenario)} x "
+    lines = [f"{model.name}: OCP N = {problem.horizon}, dt = {problem.dt:g} {unit}, {scenario_method(scenario)} x "
              f"{problem.steps}: {first.status}, cost {first.cost:.6g}, {first.iterations} iterations, "
              f"{first.solve_time * 1e3:.1f} ms"]
     if not first.success:
@@ -144,7 +148,7 @@ def run_scenario(
 
     controller: Controller = RTIController(ocp) if rti else MPCController(ocp)
     kind = "rti" if rti else "mpc"
-    say(f"closed loop: {scenario.sim_steps} steps of {problem.dt:g} s ({kind} controller, plant "
+    say(f"closed loop: {scenario.sim_steps} steps of {problem.dt:g} {unit} ({kind} controller, plant "
         f"{scenario.plant_method} x {scenario.plant_steps}" + (f", noise {noise:g}, seed {seed}" if noise else "")
         + ")")
     traj = simulate_closed_loop(controller, scenario.x0, scenario.sim_steps, plant_method=scenario.plant_method,
@@ -152,7 +156,7 @@ def run_scenario(
                                 progress=progress_bar)
     stats = traj.stats(ocp.Q, ocp.R)
     ms = stats["solve_time_ms"]
-    lines.append(f"closed loop: {traj.steps} steps ({traj.t[-1]:g} s), solve time mean {ms['mean']:.2f} ms, "
+    lines.append(f"closed loop: {traj.steps} steps ({traj.t[-1]:g} {unit}), solve time mean {ms['mean']:.2f} ms, "
                  f"median {ms['median']:.2f} ms, p95 {ms['p95']:.2f} ms, max {ms['max']:.2f} ms, "
                  f"success {100 * stats['success_rate']:.0f} %")
     lines.append(f"final state [{', '.join(f'{v:.4g}' for v in traj.x[-1])}], "
@@ -162,7 +166,7 @@ def run_scenario(
     if failed:
         k = failed[0]
         problems.append(f"warning: {len(failed)} of {traj.steps} closed-loop solves failed (first at step {k}, "
-                        f"t = {traj.t[k]:g} s: {traj.status[k]}); their inputs were applied as the solver "
+                        f"t = {traj.t[k]:g} {unit}: {traj.status[k]}); their inputs were applied as the solver "
                         f"returned them (see 'failed_steps' in summary.json)")
 
     summary = {

@@ -20,14 +20,14 @@ import numpy as np
 import numpy.typing as npt
 
 from shooting import _validate
-from shooting.loading import BUILTIN_MODELS, load_model
+from shooting.loading import BUILTIN_MODELS, load_model, scenario_factory
 from shooting.model import Model
 from shooting.mpc.ocp import MultipleShootingOCP
 from shooting.mpc.problem import OCPProblem, QuadraticCost, problem_fields
 from shooting.options import Hessian
 from shooting.tableaus.tableau import ButcherTableau
 
-__all__ = ["MAX_SIM_STEPS", "Scenario", "build_ocp", "default_scenario"]
+__all__ = ["MAX_SIM_STEPS", "Scenario", "build_ocp", "check_scenario", "default_scenario"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -167,10 +167,12 @@ class Scenario:
 
 
 def regulation(model: Model) -> Scenario:
-    """The generic scenario: regulation to zero from ``model.x0``.
+    """The generic scenario: regulation from ``model.x0`` to the point of the bounds nearest to zero.
 
     Q = I, R = 0.01 I, Q_terminal = Q, N = 20, dt = ``model.dt`` or 0.1,
-    ``u_ref = model.u0``, 50 closed-loop steps.
+    ``x_ref`` = zero clipped into ``[x_min, x_max]`` (a temperature bounded
+    below by 300 K is not regulated to 0 K), ``u_ref = model.u0`` clipped into
+    the input bounds, 50 closed-loop steps.
 
     Parameters
     ----------
@@ -184,16 +186,18 @@ def regulation(model: Model) -> Scenario:
         model=model.name,
         problem=OCPProblem(horizon=20, dt=model.dt or 0.1, cost=QuadraticCost(
             Q=np.ones(model.nx), R=np.full(model.nu, 0.01), Q_terminal=np.ones(model.nx),
-            x_ref=np.zeros(model.nx), u_ref=model.u0)),
+            x_ref=np.clip(np.zeros(model.nx), model.x_min, model.x_max),
+            u_ref=np.clip(model.u0, model.u_min, model.u_max))),
         x0=model.x0, sim_steps=50,
-        description=f"regulation of {model.name} to zero from its nominal x0",
+        description=f"regulation of {model.name} from its nominal x0 to the point of its bounds nearest zero",
     )
 
 
 def default_scenario(model: Model | str) -> Scenario:
     """The default closed-loop scenario of a model.
 
-    Built-ins define theirs in their module (``scenario(model)``): cart-pole
+    A model file (or module) defines its own as ``scenario(model)`` beside
+    ``make_model``; `load_model` remembers it. The built-ins do so: cart-pole
     and pendulum swing-up from hanging, quadrotor flight from (1, 1, 1) to
     hover at the origin, Van der Pol regulation to the origin, two-link-arm
     swing-up, stiff-chain regulation to rest (with the implicit ``radau2``).
@@ -212,17 +216,47 @@ def default_scenario(model: Model | str) -> Scenario:
         model = load_model(model)
     if not isinstance(model, Model):
         raise ValueError(f"model must be a shooting.Model or a model spec, got {type(model).__name__}")
+    factory = scenario_factory(model)
+    if factory is not None:
+        scenario = factory(model)
+        if not isinstance(scenario, Scenario):
+            raise ValueError(f"the scenario function of model {model.name} returned {type(scenario).__name__}, "
+                             f"not a shooting.Scenario")
+        if (scenario.nx, scenario.nu or model.nu) != (model.nx, model.nu):
+            raise ValueError(f"the scenario of model {model.name} has nx={scenario.nx}, nu={scenario.nu} but the "
+                             f"model has nx={model.nx}, nu={model.nu}")
+        return scenario
     if model.name in BUILTIN_MODELS:
-        # The built-in module of that name (imported by name: the models sit
-        # above this layer and import it).
+        # A built-in made without load_model: its module by name (imported by
+        # name: the models sit above this layer and import it).
         maker = getattr(importlib.import_module(f"shooting.models.{model.name}"), "scenario", None)
         try:
-            scenario = maker(model) if callable(maker) else None
+            built = maker(model) if callable(maker) else None
         except ValueError:  # a user model that only shares a built-in's name
-            scenario = None
-        if isinstance(scenario, Scenario) and (scenario.nx, scenario.nu) == (model.nx, model.nu):
-            return scenario
+            built = None
+        if isinstance(built, Scenario) and (built.nx, built.nu) == (model.nx, model.nu):
+            return built
     return regulation(model)
+
+
+def check_scenario(scenario: Scenario, model: Model) -> None:
+    """Raise ValueError now if `scenario` does not fit `model` (before any OCP is built).
+
+    Checks the dimensions and that the references lie inside the bounds the
+    OCP will impose (the scenario's, else the model's).
+    """
+    if (model.nx, model.nu) != (scenario.nx, scenario.nu if scenario.nu is not None else model.nu):
+        raise ValueError(f"model {model.name} has nx={model.nx}, nu={model.nu} but the scenario for "
+                         f"{scenario.model} has nx={scenario.nx}, nu={scenario.nu}")
+    cost, con = scenario.problem.cost, scenario.problem.constraints
+    for ref, lo, hi, names, what in ((cost.x_ref, con.x_min, con.x_max, model.state_names, "x_ref"),
+                                     (cost.u_ref, con.u_min, con.u_max, model.input_names, "u_ref")):
+        if ref is None:
+            continue
+        n = len(names)
+        lower = (model.x_min if what == "x_ref" else model.u_min) if lo is None else np.broadcast_to(lo, (n,))
+        upper = (model.x_max if what == "x_ref" else model.u_max) if hi is None else np.broadcast_to(hi, (n,))
+        _validate.reference_inside(ref, lower, upper, names, what)
 
 
 def build_ocp(
@@ -260,9 +294,7 @@ def build_ocp(
         model = load_model(scenario.model)
     if not isinstance(model, Model):
         raise ValueError(f"model must be a shooting.Model, got {type(model).__name__}")
-    if (model.nx, model.nu) != (scenario.nx, scenario.nu if scenario.nu is not None else model.nu):
-        raise ValueError(f"model {model.name} has nx={model.nx}, nu={model.nu} but the scenario for "
-                         f"{scenario.model} has nx={scenario.nx}, nu={scenario.nu}")
+    check_scenario(scenario, model)
     changes: dict[str, object] = {}
     if hessian is not None:
         changes["hessian"] = hessian

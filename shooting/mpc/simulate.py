@@ -270,4 +270,5 @@ class _Record:
             R=notes.R,
             status=tuple(self.statuses),
             stopped=self.stopped,
+            time_unit=model.time_unit,
         )

@@ -68,6 +68,8 @@ class Trajectory:
         Solver status per step.
     stopped : str
         Why the run ended before its K steps ("" when it completed).
+    time_unit : str, default "s"
+        The model's unit of time, for the plots.
     """
 
     t: np.ndarray
@@ -89,6 +91,7 @@ class Trajectory:
     R: np.ndarray | None = None
     status: tuple[str, ...] = ()
     stopped: str = ""
+    time_unit: str = "s"
 
     def __post_init__(self) -> None:
         self.t = np.asarray(self.t, dtype=float).reshape(-1)
@@ -279,7 +282,7 @@ class Trajectory:
             ax.set_visible(False)
         for c in range(ncol):
             last = axes[min(nx, (c + 1) * nrow) - 1]
-            last.set_xlabel("t [s]")
+            last.set_xlabel(f"t [{self.time_unit}]")
             last.tick_params(labelbottom=True)
         fig.suptitle(f"{self.model_name}: closed-loop states")
         paths = [save(fig, "states.png")]
@@ -295,7 +298,7 @@ class Trajectory:
                 ax.axhline(self.u_ref[j], color="k", ls=":", lw=1.0)
             ax.set_ylabel(self.input_names[j])
             ax.grid(alpha=0.3)
-        axes[-1].set_xlabel("t [s]")
+        axes[-1].set_xlabel(f"t [{self.time_unit}]")
         fig.suptitle(f"{self.model_name}: applied inputs")
         paths.append(save(fig, "inputs.png"))
 
