@@ -1,24 +1,33 @@
 #!/usr/bin/env python3
 """The whole path on the cart-pole: model, tableau, integrator with exact sensitivities, C, checks, MPC.
 
-    python scripts/demo.py
+    python scripts/demo.py [--out DIR]
 
-Each step prints what it did and what it verified; the script exits 1 if a
-check fails.
+Each step prints what it did and what it verified, and what it skipped (with
+the command that installs what is missing); the script exits 1 if a check
+fails. The C, the closed loop's trajectory and its plots are written under
+``codegen_out/demo/`` of the repository (or DIR).
 """
 
 from __future__ import annotations
 
-import tempfile
+import argparse
 from pathlib import Path
 
 import numpy as np
 
 import shooting
 from shooting.codegen import export_integrator, qemu_mps2, toolchain
+from shooting.mpc import run_scenario
+
+DEFAULT_OUT = Path(__file__).resolve().parent.parent / "codegen_out" / "demo"
+ARM_INSTALL = "sudo apt-get install gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm"
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT})")
+    out_dir = parser.parse_args().out
     ok = True
 
     # 1. A symbolic model (CasADi SX): acados' pendulum on a cart.
@@ -73,36 +82,41 @@ def main() -> int:
     #    on the host and (when the toolchain is installed) on an emulated Cortex-M4.
     have_gcc = toolchain.have_host_compiler()
     have_m4 = qemu_mps2.have_cortex_m4_toolchain() and qemu_mps2.have_qemu()
-    with tempfile.TemporaryDirectory(prefix="shooting_demo_") as tmp:
-        for real in ("double", "float"):
-            report = export_integrator(F, Path(tmp) / real, name="cartpole_step", real=real,
-                                       target="cortex-m4" if have_m4 else "host", check=have_gcc)
-            ok &= report.ok
-            for k, line in enumerate(report.lines):
-                print(f"{'7. C      ' if k == 0 and real == 'double' else '          '} {line}")
-            for problem in report.problems:
-                print(f"           FAILED: {problem}")
-        if not have_gcc:
-            print("7. C        (gcc not found: C checks skipped)")
+    if not have_gcc:
+        print("7. C        SKIPPED: gcc not found (install: sudo apt-get install gcc); the C is written unchecked")
+    elif not have_m4:
+        print(f"7. C        Cortex-M4 steps SKIPPED: arm-none-eabi-gcc, newlib or qemu-system-arm not found "
+              f"(install: {ARM_INSTALL})")
+    for real in ("double", "float"):
+        report = export_integrator(F, out_dir / f"c_{real}", name="cartpole_step", real=real,
+                                   target="cortex-m4" if have_m4 else "host", check=have_gcc, force=True)
+        ok &= report.ok
+        for k, line in enumerate(report.lines):
+            print(f"{'7. C      ' if k == 0 and real == 'double' else '          '} {line}")
+        for problem in report.problems:
+            print(f"           FAILED: {problem}")
+        if report.ok:
+            print(f"           written: {report.files[0].parent}")
 
     # 8. MPC: the swing-up from hanging in closed loop, with full IPOPT solves
     #    (warm-started) and with real-time iterations built on A and B.
-    scenario = shooting.default_scenario(model)
+    scenario = shooting.default_scenario(model).with_changes(sim_steps=60)
     ocp = shooting.build_ocp(scenario, model)
     sol = ocp.solve(model.x0)
     print(f"8. OCP      N = {ocp.horizon}, dt = {ocp.dt}: {sol.status}, {sol.iterations} iterations, "
           f"{sol.solve_time * 1e3:.1f} ms, cost {sol.cost:.1f}")
     ok &= sol.success
-    for label, controller in (("IPOPT MPC", ocp), ("RTI", shooting.RTIController(ocp))):
-        traj = shooting.simulate_closed_loop(controller, model.x0, 60, progress=False)
-        upright = abs(traj.x[-1, 1]) < 0.05 and np.max(np.abs(traj.x[:, 0])) <= 2.0 + 1e-6
+    for label, rti in (("IPOPT MPC", False), ("RTI", True)):
+        run = run_scenario(scenario, out_dir / ("mpc_rti" if rti else "mpc_ipopt"), model=model, rti=rti, force=True)
+        traj = run.trajectory
+        upright = run.ok and traj is not None and abs(traj.x[-1, 1]) < 0.05 and \
+            np.max(np.abs(traj.x[:, 0])) <= 2.0 + 1e-6
         ok &= upright
-        print(f"   {label:<10} after {traj.t[-1]:.1f} s: |x| = {traj.final_error():.1e}, "
-              f"max |p| = {np.max(np.abs(traj.x[:, 0])):.2f} m, median step "
-              f"{np.median(traj.solve_time[1:]) * 1e3:.2f} ms  ({'upright' if upright else 'FAILED'})")
-    with tempfile.TemporaryDirectory(prefix="shooting_demo_") as tmp:
-        files = traj.plot(tmp)
-        print(f"   plots: {', '.join(Path(f).name for f in files)} (written to a temporary directory)")
+        if traj is not None:
+            print(f"   {label:<10} after {traj.t[-1]:.1f} s: |x| = {traj.final_error():.1e}, "
+                  f"max |p| = {np.max(np.abs(traj.x[:, 0])):.2f} m, median step "
+                  f"{np.median(traj.solve_time[1:]) * 1e3:.2f} ms  ({'upright' if upright else 'FAILED'})")
+        print(f"              trajectory and plots: {run.out_dir}")
 
     print("demo", "passed" if ok else "FAILED")
     return 0 if ok else 1

@@ -142,3 +142,24 @@ def test_first_error_line_skips_context():
     assert toolchain.first_error_line(text) == "/tmp/x.s:12: Error: bad instruction `foo'"
     assert toolchain.first_error_line("") == "no diagnostics"
     assert pipeline.MAX_VECTORS == 1000
+
+
+@needs_gcc
+def test_cli_exits_1_on_a_mismatch_and_writes_nothing(tmp_path, monkeypatch, capsys):
+    """A wrong constant injected into the generated C: exit status 1, MISMATCH, no output directory."""
+    from shooting import cli
+
+    generate = pipeline.generate_c
+
+    def broken(*args, **kwargs):
+        export = generate(*args, **kwargs)
+        text = export.files[f"{export.name}.c"].replace("0.16666666666666666", "0.1666666", 1)
+        return type(export)(export.name, {**export.files, f"{export.name}.c": text}, export.manifest,
+                            export.call_graph)
+
+    monkeypatch.setattr(pipeline, "generate_c", broken)
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["integrator", "--model", "pendulum", "--check", "--out", "out", "-q"]) == 1
+    captured = capsys.readouterr()
+    assert "MISMATCH" in captured.out and "nothing written" in captured.err
+    assert not (tmp_path / "out").exists()

@@ -255,3 +255,16 @@ def test_user_model_with_time_and_parameters(forced):
     assert np.linalg.norm(traj.x[-1]) < 0.2 * np.linalg.norm(sc.x0)  # u acts through cos(3 t): slow
     with pytest.raises(ValueError, match="p has 2 entries"):
         simulate_closed_loop(ocp, sc.x0, 3, p=[1.0, 2.0], progress=False)
+
+
+@pytest.mark.parametrize("name, tolerance", [("pendulum", 0.05), ("two_link_arm", 0.05), ("stiff_chain", 0.05)])
+def test_default_closed_loops_reach_their_targets(name, tolerance):
+    """The scenarios `shooting-codegen mpc` runs by default, run whole (no test ran them before)."""
+    model = shooting.load_model(name)
+    scenario = default_scenario(model)
+    traj = simulate_closed_loop(build_ocp(scenario, model), scenario.x0, scenario.sim_steps,
+                                plant_method=scenario.plant_method, plant_steps=scenario.plant_steps, progress=False)
+    assert traj.success.all() and not traj.stopped
+    assert traj.final_error() < tolerance, traj.x[-1]
+    assert np.all(traj.u >= model.u_min - 1e-9) and np.all(traj.u <= model.u_max + 1e-9)
+    assert traj.stats()["max_state_violation"] < 1e-6

@@ -21,11 +21,22 @@ def test_every_benchmark_has_a_quick_mode():
 
 
 @pytest.mark.parametrize("script", sorted(p.name for p in SCRIPTS.glob("*.py")))
-def test_script_runs(script, tmp_path):
+def test_script_runs(script, tmp_path, tmp_path_factory):
+    extra = ["--out", str(tmp_path_factory.mktemp("demo_out"))] if script == "demo.py" else []
     proc = subprocess.run(
-        [sys.executable, str(SCRIPTS / script), *QUICK_ARGS.get(script, [])],
+        [sys.executable, str(SCRIPTS / script), *QUICK_ARGS.get(script, []), *extra],
         cwd=tmp_path, capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert proc.stdout.strip(), "a script should report what it did"
     assert list(tmp_path.iterdir()) == [], "scripts must not leave files in the working directory"
+
+
+def test_demo_writes_where_it_says(tmp_path):
+    out = tmp_path / "demo"
+    proc = subprocess.run([sys.executable, str(SCRIPTS / "demo.py"), "--out", str(out)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert (out / "c_float" / "cartpole_step.c").exists() and (out / "mpc_ipopt" / "states.png").exists()
+    assert (out / "mpc_rti" / "trajectory.json").exists()
+    assert str(out / "c_float") in proc.stdout and str(out / "mpc_rti") in proc.stdout
