@@ -22,6 +22,7 @@ sized at generation time, which makes them non-reentrant.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +30,8 @@ import casadi as ca
 import numpy as np
 
 from shooting import _validate
+from shooting.codegen.lookup import LINEAR_CLASSES, SPLINE_CLASS, LinearTable, SplineTable, tables_in
+from shooting.codegen.templates import render
 from shooting.options import REALS
 
 __all__ = ["CEmitter", "EmitError", "literal", "selected_nonzeros"]
@@ -48,7 +51,7 @@ _BINARY = {
     ca.OP_COPYSIGN: "copysign{f}({0},{1})", ca.OP_HYPOT: "hypot{f}({0},{1})",
     ca.OP_LT: "(R)({0}<{1})", ca.OP_LE: "(R)({0}<={1})", ca.OP_EQ: "(R)({0}=={1})",
     ca.OP_NE: "(R)({0}!={1})", ca.OP_AND: "(R)({0}&&{1})", ca.OP_OR: "(R)({0}||{1})",
-    ca.OP_IF_ELSE_ZERO: "({0}?{1}:0)",
+    ca.OP_IF_ELSE_ZERO: "({0}?{1}:0)", ca.OP_REMAINDER: "remainder{f}({0},{1})",
 }
 _UNARY = {
     ca.OP_ASSIGN: "{0}", ca.OP_NEG: "-{0}", ca.OP_SQ: "{0}*{0}", ca.OP_TWICE: "{0}+{0}",
@@ -60,6 +63,7 @@ _UNARY = {
     ca.OP_ASINH: "asinh{f}({0})", ca.OP_ACOSH: "acosh{f}({0})", ca.OP_ATANH: "atanh{f}({0})",
     ca.OP_FLOOR: "floor{f}({0})", ca.OP_CEIL: "ceil{f}({0})", ca.OP_FABS: "fabs{f}({0})",
     ca.OP_ERF: "erf{f}({0})", ca.OP_LOG1P: "log1p{f}({0})", ca.OP_EXPM1: "expm1{f}({0})",
+    ca.OP_ERFINV: "{p}_erfinv({0})",
 }
 
 
@@ -114,6 +118,8 @@ class CEmitter:
     _chunks: list[str] = field(default_factory=list)
     call_graph: dict[str, list[str]] = field(default_factory=dict)
     static_reals: int = 0
+    _tables: list[LinearTable | SplineTable] = field(default_factory=list)
+    _erfinv: bool = False
 
     def __post_init__(self) -> None:
         self.real = _validate.choice(self.real, REALS, "real")
@@ -124,8 +130,21 @@ class CEmitter:
         return self.static_reals == 0
 
     def source(self) -> str:
-        """All emitted function definitions, callees first."""
-        return "\n".join(self._chunks)
+        """All emitted function definitions, callees first, after the runtime they need."""
+        runtime = []
+        if self._tables:
+            runtime.append(render(
+                "interp_low.c.in", name=self.prefix, NAME=self.prefix.upper(), R=self.real,
+                max_dim=max(t.ndim for t in self._tables),
+                max_degree=max([max(t.degree) for t in self._tables if isinstance(t, SplineTable)], default=1),
+                max_m=max(t.m for t in self._tables)))
+            for kind, template in ((LinearTable, "interp_linear.c.in"), (SplineTable, "interp_spline.c.in")):
+                if any(isinstance(t, kind) for t in self._tables):
+                    runtime.append(render(template, name=self.prefix, NAME=self.prefix.upper(), R=self.real))
+        if self._erfinv:
+            runtime.append(render("erfinv.c.in", name=self.prefix, R=self.real,
+                                  f="f" if self.real == "float" else "", newton=1 if self.real == "float" else 2))
+        return "\n".join(runtime + self._chunks)
 
     def add(self, F: ca.Function) -> str:
         """Emit `F` (and what it calls) once; return its C name."""
@@ -138,17 +157,66 @@ class CEmitter:
             self._chunks.append(self._sx(F, cname))
         elif F.is_a("MXFunction"):
             self._chunks.append(self._mx(F, cname))
+        elif F.class_name() in (*LINEAR_CLASSES, SPLINE_CLASS):
+            self._chunks.append(self._table(F, cname))
         else:
             raise EmitError(
-                f"cannot export {F.name()} ({F.class_name()}): only SX and MX Functions are supported; "
-                f"expand it with F.expand() or build it from SX"
+                f"cannot export a call of the CasADi function {F.name()} ({F.class_name()}): no C translation "
+                f"(SX and MX Functions and linear and B-spline interpolants are translated); build it from SX "
+                f"or expand it with F.expand()"
             )
         return cname
+
+    # ---------------------------------------------------------- lookup tables
+    def table_arrays(self, cname: str, table: LinearTable | SplineTable) -> list[str]:
+        """Static arrays of one table; registers it for the runtime's sizes."""
+        R = self.real
+        self._tables.append(table)
+
+        def reals(name: str, values: tuple[float, ...]) -> str:
+            return f"static const {R} {cname}_{name}[{max(1, len(values))}] = " \
+                   f"{{{', '.join(literal(v, R) for v in values) or '0'}}};"
+
+        def ints(name: str, values: tuple[int, ...]) -> str:
+            return f"static const int {cname}_{name}[{max(1, len(values))}] = {{{', '.join(map(str, values)) or '0'}}};"
+
+        if isinstance(table, LinearTable):
+            return [reals("grid", table.grid), ints("offset", table.offset), reals("values", table.values),
+                    ints("lookup", table.lookup)]
+        return [reals("knots", table.knots), ints("offset", table.offset), ints("degree", table.degree),
+                ints("strides", table.strides), reals("coeffs", table.coeffs), ints("lookup", table.lookup)]
+
+    def table_call(self, cname: str, table: LinearTable | SplineTable, out: str, x: str) -> str:
+        """The runtime call evaluating `table` at `x` into `out` (C expressions)."""
+        if isinstance(table, LinearTable):
+            return (f"{self.prefix}_interpn({out}, {table.ndim}, {cname}_grid, {cname}_offset, {cname}_values, "
+                    f"{x}, {cname}_lookup, {table.m}, {int(table.gradient)});")
+        return (f"{self.prefix}_bspline({out}, {table.ndim}, {cname}_knots, {cname}_offset, {cname}_degree, "
+                f"{cname}_strides, {cname}_coeffs, {table.m}, {x}, {cname}_lookup);")
+
+    def _table(self, F: ca.Function, cname: str) -> str:
+        tables = tables_in(F)
+        if len(tables) != 1 or F.n_out() != 1 or F.nnz_in(0) != tables[0].ndim:
+            raise EmitError(f"cannot export {F.name()} ({F.class_name()}): only interpolants with constant tables "
+                            f"are translated (not parametric grids or values)")
+        table, R = tables[0], self.real
+        lines = [f"/* {F.name()}: {_signature(F)} ({F.class_name()}) */", *self.table_arrays(cname, table),
+                 f"static const {R} {cname}_zeros[{table.ndim}] = {{0}};",
+                 f"static int {cname}(const {R}** arg, {R}** res) {{",
+                 f"  const {R}* x = arg[0] ? arg[0] : {cname}_zeros;",
+                 "  if (!res[0]) return 0;",
+                 f"  {self.table_call(cname, table, 'res[0]', 'x')}",
+                 "  return 0;", "}", ""]
+        self.call_graph[cname] = []
+        return "\n".join(lines)
 
     # ------------------------------------------------------------------- SX
     def format_op(self, template: str, *operands: str) -> str:
         """An operation's C text: `template` (from `_BINARY`/`_UNARY`) filled for this real type."""
-        return template.format(*operands, f="f" if self.real == "float" else "").replace("(R)", f"({self.real})")
+        if "{p}_erfinv" in template:
+            self._erfinv = True
+        text = template.format(*operands, f="f" if self.real == "float" else "", p=self.prefix)
+        return text.replace("(R)", f"({self.real})")
 
     def _sx(self, F: ca.Function, cname: str) -> str:
         # NULL inputs read as zeros and NULL outputs are not wanted (CasADi's
@@ -157,15 +225,22 @@ class CEmitter:
         # body is branch-free: per-element checks made arm-as fail with
         # "conditional branch out of range" on large bodies, and cost time.
         R = self.real
-        nw = F.sz_w()
         body: list[str] = []
         ins_used: set[int] = set()
         outs_used: set[int] = set()
+        callees: list[str] = []
+        nodes = F.instructions_sx() if any(F.instruction_id(k) == ca.OP_CALL for k in range(F.n_instructions())) \
+            else None
         for k in range(F.n_instructions()):
             op = F.instruction_id(k)
             ins = F.instruction_input(k)
             outs = F.instruction_output(k)
-            if op == ca.OP_INPUT:
+            if op == ca.OP_CALL and nodes is not None:
+                G = nodes[k].which_function()
+                gname = self.add(G)
+                callees.append(gname)
+                body += self._sx_call(G, gname, ins, outs)
+            elif op == ca.OP_INPUT:
                 ins_used.add(ins[0])
                 body.append(f"  w{outs[0]} = a{ins[0]}[{ins[1]}];")
             elif op == ca.OP_OUTPUT:
@@ -186,8 +261,9 @@ class CEmitter:
         if ins_used:
             lines.append(f"static const {R} {zeros}[{max(1, max_in)}] = {{0}};")
         lines.append(f"static int {cname}(const {R}** arg, {R}** res) {{")
-        names = [f"w{i}" for i in range(nw)]
-        for i in range(0, nw, 16):
+        used = sorted({int(i) for line in body for i in re.findall(r"\bw(\d+)\b", line)})
+        names = [f"w{i}" for i in used]  # (a work slot written by no instruction of ours is not declared)
+        for i in range(0, len(names), 16):
             lines.append(f"  {R} {', '.join(names[i:i + 16])};")
         for i in sorted(ins_used):
             lines.append(f"  const {R}* a{i} = arg[{i}] ? arg[{i}] : {zeros};")
@@ -200,8 +276,25 @@ class CEmitter:
         if not outs_used:
             lines.append("  (void)res;")
         lines += body + ["  return 0;", "}", ""]
-        self.call_graph[cname] = []
+        self.call_graph[cname] = sorted(set(callees))
         return "\n".join(lines)
+
+    def _sx_call(self, G: ca.Function, gname: str, ins: list[int], outs: list[int]) -> list[str]:
+        """A call of `G` from an SX body: its input nonzeros gathered from work scalars, outputs scattered back."""
+        R = self.real
+        n_in = [G.nnz_in(i) for i in range(G.n_in())]
+        n_out = [G.nnz_out(i) for i in range(G.n_out())]
+        gathered = ", ".join(f"w{w}" if w >= 0 else "0" for w in ins) or "0"
+        args = ", ".join(f"ci + {sum(n_in[:i])}" if n_in[i] else "0" for i in range(len(n_in))) or "0"
+        results = ", ".join(f"co + {sum(n_out[:i])}" if n_out[i] else "0" for i in range(len(n_out))) or "0"
+        lines = ["  {",
+                 f"    {R} ci[{max(1, len(ins))}] = {{{gathered}}};",
+                 f"    {R} co[{max(1, sum(n_out))}];",
+                 f"    const {R}* a[{max(1, len(n_in))}] = {{{args}}};",
+                 f"    {R}* r[{max(1, len(n_out))}] = {{{results}}};",
+                 f"    if ({gname}(a, r)) return 1;"]
+        lines += [f"    w{w} = co[{j}];" for j, w in enumerate(outs) if w >= 0]
+        return lines + ["  }"]
 
     # ------------------------------------------------------------------- MX
     def _mx(self, F: ca.Function, cname: str) -> str:
@@ -239,6 +332,7 @@ class _MXBody:
         self.refs: dict[int, _Ref] = {}
         self.callees: list[str] = []
         self.last_use: dict[int, int] = {}
+        self.splines: list[LinearTable | SplineTable] | None = None  # F's spline nodes' tables, in order
         for k in range(F.n_instructions()):
             if F.instruction_id(k) != ca.OP_INPUT:
                 for w in F.instruction_input(k):
@@ -271,6 +365,7 @@ class _MXBody:
         handler = {
             ca.OP_INPUT: self.input, ca.OP_OUTPUT: self.output, ca.OP_CONST: self.const, ca.OP_CALL: self.call,
             ca.OP_GETNONZEROS: self.get_nonzeros, ca.OP_HORZCAT: self.concat, ca.OP_VERTCAT: self.concat,
+            ca.OP_BSPLINE: self.bspline, ca.OP_MTIMES: self.mtimes,
         }.get(op)
         if handler is None:
             raise EmitError(f"cannot export MX operation {_OPS.get(op, op)} in {self.F.name()}")
@@ -339,6 +434,41 @@ class _MXBody:
         for j in range(n):
             vals = [src.read(j if size == n else 0) for src, size in zip(srcs, sizes, strict=True)]
             self.lines.append(f"  {dst.base}[{j}] = {self.emitter.format_op(template, *vals)};")
+        self.refs[outs[0]] = dst
+
+    def bspline(self, op: int, ins: list[int], outs: list[int]) -> None:
+        # A spline node (an interpolant's derivative): its table is the next
+        # one CasADi's own C of F evaluates.
+        if self.splines is None:
+            self.splines = tables_in(self.F)
+        if not self.splines:
+            raise EmitError(f"cannot read the spline tables of {self.F.name()}")
+        table = self.splines.pop(0)
+        name = f"{self.cname}_t{self.k}"
+        self.consts += self.emitter.table_arrays(name, table)
+        src = self.refs[ins[0]]
+        if src.nullable:  # a NULL input reads as zeros: copy it first
+            copy = self.buffer(self.F.sz_w() + self.k, table.ndim, set())  # an index past CasADi's work slots
+            self.lines += _copy(copy.base, src, table.ndim)
+            src = copy
+        dst = self.buffer(outs[0], table.m, {src.base})
+        self.lines.append(f"  {self.emitter.table_call(name, table, dst.base, src.pointer())}")
+        self.refs[outs[0]] = dst
+
+    def mtimes(self, op: int, ins: list[int], outs: list[int]) -> None:
+        # out = z + x y on dense matrices (x: n x k, y: k x m, z: n x m), column-major
+        # nonzeros; CasADi's node holds its operands as (z, x, y).
+        node = self.F.instruction_MX(self.k)
+        z, x, y = (node.dep(i) for i in range(3))
+        if not all(d.sparsity().is_dense() for d in (x, y, z)):
+            raise EmitError(f"cannot export a product of sparse matrices in {self.F.name()}")
+        n, kk, m = x.size1(), x.size2(), y.size2()
+        Z, X, Y = (self.refs[w] for w in ins[:3])
+        dst = self.buffer(outs[0], n * m, {X.base, Y.base, Z.base})
+        for j in range(m):
+            for i in range(n):
+                terms = " + ".join(f"{X.read(i + n * q)} * {Y.read(q + kk * j)}" for q in range(kk)) or "0"
+                self.lines.append(f"  {dst.base}[{i + n * j}] = {Z.read(i + n * j)} + {terms};")
         self.refs[outs[0]] = dst
 
     def concat(self, op: int, ins: list[int], outs: list[int]) -> None:

@@ -24,6 +24,7 @@ as 0.1 is rounded too.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable, Sequence
 
 import casadi as ca
@@ -31,6 +32,8 @@ import numpy as np
 import numpy.typing as npt
 
 from shooting.codegen.emitter import selected_nonzeros
+from shooting.codegen.lookup import LINEAR_CLASSES, SPLINE_CLASS, LinearTable, SplineTable, tables_in
+from shooting.codegen.table_eval import evaluate_table
 
 __all__ = ["MAX_FLAT_INSTRUCTIONS", "UNIT_ROUNDOFF", "flat_size", "rounding_spread"]
 
@@ -44,6 +47,9 @@ UNIT_ROUNDOFF = {"float": 2.0**-24, "double": 2.0**-53}
 MAX_FLAT_INSTRUCTIONS = 1_000_000
 
 _erf = np.frompyfunc(math.erf, 1, 1)
+_erfinv = np.frompyfunc(lambda y: statistics.NormalDist().inv_cdf((y + 1) / 2) / math.sqrt(2)
+                        if -1 < y < 1 else math.copysign(math.inf, y) if abs(y) == 1 else math.nan, 1, 1)
+_remainder = np.frompyfunc(lambda a, b: math.remainder(a, b) if b != 0 and math.isfinite(a) else math.nan, 2, 1)
 
 _BINARY: dict[int, Callable[[FloatArray, FloatArray], FloatArray]] = {
     ca.OP_ADD: np.add, ca.OP_SUB: np.subtract, ca.OP_MUL: np.multiply, ca.OP_DIV: np.divide,
@@ -54,6 +60,7 @@ _BINARY: dict[int, Callable[[FloatArray, FloatArray], FloatArray]] = {
     ca.OP_AND: lambda a, b: ((a != 0) & (b != 0)).astype(float),
     ca.OP_OR: lambda a, b: ((a != 0) | (b != 0)).astype(float),
     ca.OP_IF_ELSE_ZERO: lambda a, b: np.where(a != 0, b, 0.0),
+    ca.OP_REMAINDER: lambda a, b: np.asarray(_remainder(a, b), dtype=float),
 }
 _UNARY: dict[int, Callable[[FloatArray], FloatArray]] = {
     ca.OP_ASSIGN: lambda a: a, ca.OP_NEG: np.negative, ca.OP_SQ: lambda a: a * a, ca.OP_TWICE: lambda a: a + a,
@@ -63,14 +70,38 @@ _UNARY: dict[int, Callable[[FloatArray], FloatArray]] = {
     ca.OP_COSH: np.cosh, ca.OP_TANH: np.tanh, ca.OP_ASINH: np.arcsinh, ca.OP_ACOSH: np.arccosh,
     ca.OP_ATANH: np.arctanh, ca.OP_FLOOR: np.floor, ca.OP_CEIL: np.ceil, ca.OP_FABS: np.abs,
     ca.OP_ERF: lambda a: np.asarray(_erf(a), dtype=float), ca.OP_LOG1P: np.log1p, ca.OP_EXPM1: np.expm1,
+    ca.OP_ERFINV: lambda a: np.asarray(_erfinv(a), dtype=float),
 }
+# CasADi's own evaluation of these is less accurate than a C library's: its
+# erfinv is off by up to 3.9e-6 relative (measured against the inverse of erf
+# on [-0.999999, 0.999999]); the reference the C is compared with carries that.
+_CASADI_ACCURACY = {ca.OP_ERFINV: 5e-6}
+
 _EXACT = {ca.OP_ASSIGN, ca.OP_NEG, ca.OP_FABS, ca.OP_SIGN, ca.OP_FLOOR, ca.OP_CEIL, ca.OP_TWICE, ca.OP_LT,
           ca.OP_LE, ca.OP_EQ, ca.OP_NE, ca.OP_AND, ca.OP_OR, ca.OP_NOT, ca.OP_IF_ELSE_ZERO, ca.OP_FMIN,
           ca.OP_FMAX, ca.OP_COPYSIGN}
 
 
+_MX_OPS = {ca.OP_INPUT, ca.OP_OUTPUT, ca.OP_CONST, ca.OP_CALL, ca.OP_GETNONZEROS, ca.OP_HORZCAT, ca.OP_VERTCAT,
+           ca.OP_BSPLINE, ca.OP_MTIMES, *_BINARY, *_UNARY}
+
+
+def _numeric(F: ca.Function, args: list[FloatArray]) -> list[FloatArray]:
+    """F evaluated by CasADi on every column: the outputs' nonzeros (nnz, columns)."""
+    columns = args[0].shape[1] if args else 1
+    outs: list[list[FloatArray]] = [[] for _ in range(F.n_out())]
+    for c in range(columns):
+        given = [ca.DM(F.sparsity_in(i), a[:, c]) for i, a in enumerate(args)]
+        for i, value in enumerate(F.call(given)):
+            outs[i].append(np.array(ca.DM(value).nonzeros(), dtype=float))
+    return [np.stack(o, axis=1) if o and o[0].size else np.zeros((F.nnz_out(i), columns))
+            for i, o in enumerate(outs)]
+
+
 def flat_size(F: ca.Function) -> int:
     """Instructions executed by one call of `F`, calls followed."""
+    if not F.is_a("MXFunction") and not F.is_a("SXFunction"):
+        return 1  # a lookup table: one evaluation
     if not F.is_a("MXFunction"):
         return int(F.n_instructions())
     total = 0
@@ -84,25 +115,52 @@ class _Interpreter:
 
     def __init__(self, u: float, rng: np.random.Generator | None) -> None:
         self.u, self.rng = u, rng
+        self.tables: dict[str, list[LinearTable | SplineTable]] = {}
+
+    def tables_of(self, F: ca.Function) -> list[LinearTable | SplineTable]:
+        if F.name() not in self.tables:
+            self.tables[F.name()] = tables_in(F)
+        return self.tables[F.name()]
+
+    def perturbation(self) -> Callable[[], float] | None:
+        rng, u = self.rng, self.u
+        return None if rng is None else (lambda: float(rng.uniform(-u, u)))
 
     def rounded(self, op: int, value: FloatArray) -> FloatArray:
         if self.rng is None or op in _EXACT:
             return value
-        return value * (1.0 + self.rng.uniform(-self.u, self.u, value.shape))
+        u = max(self.u, _CASADI_ACCURACY.get(op, 0.0))
+        return value * (1.0 + self.rng.uniform(-u, u, value.shape))
 
     def call(self, F: ca.Function, args: list[FloatArray]) -> list[FloatArray]:
         """The outputs' nonzeros (nnz, columns) for the inputs' nonzeros (nnz, columns)."""
         if F.is_a("SXFunction"):
             return self._sx(F, args)
-        return self._mx(F, args)
+        if F.class_name() in (*LINEAR_CLASSES, SPLINE_CLASS):
+            return [evaluate_table(self.tables_of(F)[0], args[0], self.perturbation())]
+        if F.is_a("MXFunction") and all(F.instruction_id(k) in _MX_OPS for k in range(F.n_instructions())):
+            return self._mx(F, args)
+        # Anything else (a lookup table, spline nodes): evaluated by CasADi, rounded once per output.
+        return [self.rounded(ca.OP_CALL, value) for value in _numeric(F, args)]
 
     def _sx(self, F: ca.Function, args: list[FloatArray]) -> list[FloatArray]:
         columns = args[0].shape[1] if args else 1
         work: list[FloatArray] = [np.zeros(columns)] * F.sz_w()
         outs = [np.zeros((F.nnz_out(i), columns)) for i in range(F.n_out())]
+        nodes = F.instructions_sx() if any(F.instruction_id(k) == ca.OP_CALL for k in range(F.n_instructions())) \
+            else None
         for k in range(F.n_instructions()):
             op, ins, res = F.instruction_id(k), F.instruction_input(k), F.instruction_output(k)
-            if op == ca.OP_INPUT:
+            if op == ca.OP_CALL and nodes is not None:
+                G = nodes[k].which_function()
+                flat = np.stack([work[w] if w >= 0 else np.zeros(columns) for w in ins])
+                sizes = [G.nnz_in(i) for i in range(G.n_in())]
+                given = np.split(flat, np.cumsum(sizes)[:-1]) if sizes else []
+                results = np.concatenate(self.call(G, list(given)), axis=0)
+                for j, w in enumerate(res):
+                    if w >= 0:
+                        work[w] = results[j]
+            elif op == ca.OP_INPUT:
                 work[res[0]] = args[ins[0]][ins[1]]
             elif op == ca.OP_OUTPUT:
                 outs[res[0]][res[1]] = work[ins[0]]
@@ -120,9 +178,22 @@ class _Interpreter:
         columns = args[0].shape[1] if args else 1
         work: dict[int, FloatArray] = {}
         outs = [np.zeros((F.nnz_out(i), columns)) for i in range(F.n_out())]
+        splines = 0
         for k in range(F.n_instructions()):
             op, ins, res = F.instruction_id(k), F.instruction_input(k), F.instruction_output(k)
             node = F.instruction_MX(k)
+            if op == ca.OP_BSPLINE:
+                work[res[0]] = evaluate_table(self.tables_of(F)[splines], work[ins[0]], self.perturbation())
+                splines += 1
+                continue
+            if op == ca.OP_MTIMES:  # z + x y, dense, column-major nonzeros; the node's operands are (z, x, y)
+                z, x, y = (node.dep(i) for i in range(3))
+                n, kk, mm = x.size1(), x.size2(), y.size2()
+                X = work[ins[1]].reshape(kk, n, columns).transpose(1, 0, 2)
+                Y = work[ins[2]].reshape(mm, kk, columns).transpose(1, 0, 2)
+                prod = np.einsum("iqc,qjc->ijc", X, Y).transpose(1, 0, 2).reshape(n * mm, columns)
+                work[res[0]] = self.rounded(op, work[ins[0]] + prod)
+                continue
             if op == ca.OP_INPUT:
                 info = node.info()
                 work[res[0]] = args[info["ind"]][info["offset"]:info["offset"] + node.nnz()]
