@@ -106,7 +106,7 @@ def test_compiler_that_writes_nothing(tmp_path):
     env = _fake_tools(tmp_path / "bin", gcc="exit 0")
     proc = _cli(["integrator", "--model", "pendulum", "--check", "--out", "out", "-q"], tmp_path, env)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
-    assert "wrote no" in proc.stderr and "gcc" in proc.stderr
+    assert "gcc: error: exited 0 but wrote no" in proc.stdout and "nothing written" in proc.stderr
     assert not (tmp_path / "out").exists()
 
 

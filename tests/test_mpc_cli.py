@@ -77,7 +77,7 @@ def test_rerun_into_own_directory_and_force(cartpole_run, tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (["--model", "cartpol"], "did you mean 'cartpole'"),
-    (["--model", "cartpole", "--x0", "0,1,2"], "--x0 has 3 value(s) but model cartpole has 4 states"),
+    (["--model", "cartpole", "--x0", "0,1,2"], "--x0 has 3 value(s) but model cartpole needs 4"),
     (["--model", "cartpole", "--x0", "0,pi,x,0"], "--x0 entry 3 is 'x'"),
     (["--model", "cartpole", "--x0", "0,nan,0,0"], "--x0 entry 2"),
     (["--model", "cartpole", "--method", "rk5"], "unknown tableau 'rk5'"),
