@@ -3,12 +3,14 @@
 One object, shared by the OCP, the real-time iteration and the controller
 export, so that none of them re-slices a vector by hand::
 
-    w = [x_0, u_0, x_1, u_1, ..., x_{N-1}, u_{N-1}, x_N]        (interleaved: banded KKT matrix)
+    w = [x_0, u_0, x_1, u_1, ..., x_{N-1}, u_{N-1}, x_N,        (interleaved: banded KKT matrix)
+         s_1, ..., s_N]                                          slacks of soft state bounds (ns each)
     g = [x_0 - x0,                                               initial state   (nx)
          x_1 - F(x_0, u_0), h(x_0, u_0),                         stage 0         (nx + nh)
          ...,
          x_N - F(x_{N-1}, u_{N-1}), h(x_{N-1}, u_{N-1}),         stage N-1
-         c(x_N)]                                                 terminal        (nc)
+         c(x_N),                                                 terminal        (nc)
+         x_1[j] + s_1, x_1[j] - s_1, ..., x_N[j] - s_N]          soft bounds     (2 ns per stage 1..N)
     P = [x0, x_ref_0, ..., x_ref_N, u_ref_0, ..., u_ref_{N-1}, p, t0]
 
 `pack_*` builds a vector from arrays shaped per stage, `unpack_*` splits one
@@ -53,6 +55,9 @@ class ShootingLayout:
         Path constraints per stage (rows h(x_k, u_k, p) <= 0, k < N).
     nc : int, default 0
         Terminal equality constraints c(x_N, p) = 0.
+    ns : int, default 0
+        Softened state bounds: one slack per bounded state and stage 1..N
+        (``x_min - s <= x <= x_max + s``, ``s >= 0``).
 
     Attributes
     ----------
@@ -67,6 +72,10 @@ class ShootingLayout:
         Rows of ``x_{k+1} - F(x_k, u_k)`` in `g`.
     path_idx : ndarray of int, shape (N, nh)
     term_idx : ndarray of int, shape (nc,)
+    s_idx : ndarray of int, shape (N, ns)
+        Positions of the slacks of stages 1..N in `w`.
+    soft_lo_idx, soft_hi_idx : ndarray of int, shape (N, ns)
+        Rows ``x_k[j] + s_k >= x_min[j]`` and ``x_k[j] - s_k <= x_max[j]`` in `g`.
     n_g : int
     n_p : int
         Length of the parameter vector P.
@@ -78,6 +87,7 @@ class ShootingLayout:
     np: int
     nh: int = 0
     nc: int = 0
+    ns: int = 0
     # Derived from the sizes above (which alone decide equality).
     x_idx: IntArray = field(init=False, repr=False, compare=False)
     u_idx: IntArray = field(init=False, repr=False, compare=False)
@@ -85,6 +95,9 @@ class ShootingLayout:
     dyn_idx: IntArray = field(init=False, repr=False, compare=False)
     path_idx: IntArray = field(init=False, repr=False, compare=False)
     term_idx: IntArray = field(init=False, repr=False, compare=False)
+    s_idx: IntArray = field(init=False, repr=False, compare=False)
+    soft_lo_idx: IntArray = field(init=False, repr=False, compare=False)
+    soft_hi_idx: IntArray = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         N, nx, nu, nh = self.horizon, self.nx, self.nu, self.nh
@@ -97,17 +110,22 @@ class ShootingLayout:
         put(self, "dyn_idx", nx + np.arange(N)[:, None] * rows + np.arange(nx)[None, :])
         put(self, "path_idx", nx + np.arange(N)[:, None] * rows + nx + np.arange(nh)[None, :])
         put(self, "term_idx", nx + N * rows + np.arange(self.nc))
+        ns = self.ns
+        put(self, "s_idx", (N + 1) * nx + N * nu + np.arange(N)[:, None] * ns + np.arange(ns)[None, :])
+        soft = nx + N * rows + self.nc + np.arange(N)[:, None] * 2 * ns + np.arange(ns)[None, :]
+        put(self, "soft_lo_idx", soft)
+        put(self, "soft_hi_idx", soft + ns)
 
     # ------------------------------------------------------------------ sizes
     @property
     def n_w(self) -> int:
-        """Length of the decision vector w: ``(N+1) nx + N nu``."""
-        return (self.horizon + 1) * self.nx + self.horizon * self.nu
+        """Length of the decision vector w: ``(N+1) nx + N nu + N ns``."""
+        return (self.horizon + 1) * self.nx + self.horizon * (self.nu + self.ns)
 
     @property
     def n_g(self) -> int:
-        """Length of the constraint vector g: ``nx + N (nx + nh) + nc``."""
-        return self.nx + self.horizon * (self.nx + self.nh) + self.nc
+        """Length of the constraint vector g: ``nx + N (nx + nh) + nc + 2 N ns``."""
+        return self.nx + self.horizon * (self.nx + self.nh + 2 * self.ns) + self.nc
 
     @property
     def n_p(self) -> int:
@@ -115,17 +133,23 @@ class ShootingLayout:
         return self.nx + (self.horizon + 1) * self.nx + self.horizon * self.nu + self.np + 1
 
     # ------------------------------------------------------------ decision w
-    def pack_w(self, x: FloatArray, u: FloatArray) -> FloatArray:
-        """The decision vector of states `x` (N+1, nx) and inputs `u` (N, nu)."""
+    def pack_w(self, x: FloatArray, u: FloatArray, s: FloatArray | None = None) -> FloatArray:
+        """The decision vector of states `x` (N+1, nx), inputs `u` (N, nu) and slacks `s` (N, ns; default 0)."""
         w = np.zeros(self.n_w)
         w[self.x_idx] = x
         w[self.u_idx] = u
+        if s is not None:
+            w[self.s_idx] = s
         return w
 
     def unpack_w(self, w: FloatArray) -> tuple[FloatArray, FloatArray]:
         """States (N+1, nx) and inputs (N, nu) of the decision vector `w`."""
         w = np.asarray(w, dtype=float)
         return w[self.x_idx], w[self.u_idx]
+
+    def slacks(self, w: FloatArray) -> FloatArray:
+        """Slacks of the soft state bounds in `w`, shape (N, ns): row k-1 belongs to x_k."""
+        return np.asarray(w, dtype=float)[self.s_idx]
 
     def states(self, w: _V) -> list[_V]:
         """``[x_0, ..., x_N]`` as slices of `w` (numpy or CasADi)."""
@@ -180,11 +204,14 @@ class ShootingLayout:
         out = np.array(w, dtype=float)
         _shift_rows(out, self.x_idx)
         _shift_rows(out, self.u_idx)
+        _shift_rows(out, self.s_idx)
         return out
 
     def shift_g(self, lam_g: FloatArray) -> FloatArray:
-        """Constraint multipliers one stage ahead: dynamics and path rows move, x0 and terminal rows stay."""
+        """Constraint multipliers one stage ahead: dynamics, path and soft rows move; x0 and terminal rows stay."""
         out = np.array(lam_g, dtype=float)
         _shift_rows(out, self.dyn_idx)
         _shift_rows(out, self.path_idx)
+        _shift_rows(out, self.soft_lo_idx)
+        _shift_rows(out, self.soft_hi_idx)
         return out

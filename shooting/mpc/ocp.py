@@ -96,6 +96,11 @@ class OCPSolution:
     messages: str = field(default="", repr=False, compare=False)
 
     @property
+    def slacks(self) -> FloatArray:
+        """Slacks of the soft state bounds, shape (N, ns) (row k-1 for x_k; ns = 0 without soft bounds)."""
+        return self.layout.slacks(self.w)
+
+    @property
     def dynamics_multipliers(self) -> FloatArray:
         """Multipliers of x_{k+1} = F(x_k, u_k), shape (N, nx)."""
         return self.lam_g[self.layout.dyn_idx]
@@ -152,6 +157,14 @@ class MultipleShootingOCP:
         Imposed as h(x_k, u_k, p) <= 0 for k < N.
     terminal_constraints : callable ``(x, p) -> SX vector``, optional
         Imposed as c(x_N, p) = 0.
+    soft_x_bounds : bool, default False
+        Soft state bounds: ``x_min - s <= x_k <= x_max + s``, ``s >= 0`` for
+        k = 1..N, one slack per bounded state and stage, with
+        ``slack_l1 * sum(s) + slack_l2 * sum(s^2)`` added to the cost. Input
+        bounds stay hard. A state outside its bounds then never makes the
+        problem infeasible.
+    slack_l1, slack_l2 : float, default 1e3 and 1e2
+        Weights of the slacks (non-negative, not both zero).
     hessian : {"exact", "gauss-newton"}, default "exact"
         "gauss-newton" uses the Hessian of the cost only (constant for the
         quadratic part), dropping the curvature of the constraints.
@@ -174,6 +187,11 @@ class MultipleShootingOCP:
         The vector layout of the NLP.
     Q, R, Q_terminal, x_ref, u_ref, x_min, x_max, u_min, u_max : ndarray
         The validated weights, references (one row per stage) and bounds.
+    soft_states : ndarray of int, shape (ns,)
+        The states whose bounds are soft (those with a finite bound, when
+        `soft_x_bounds`; else empty).
+    soft_x_bounds : bool
+    slack_l1, slack_l2 : float
 
     Raises
     ------
@@ -204,6 +222,9 @@ class MultipleShootingOCP:
         terminal_cost: TerminalFunction | None = None,
         path_constraints: StageFunction | None = None,
         terminal_constraints: TerminalFunction | None = None,
+        soft_x_bounds: bool = False,
+        slack_l1: float = 1e3,
+        slack_l2: float = 1e2,
         hessian: Hessian = "exact",
         solver: NLPSolver = "ipopt",
         solver_options: Mapping[str, object] | None = None,
@@ -214,7 +235,8 @@ class MultipleShootingOCP:
             cost=QuadraticCost(Q=Q, R=R, Q_terminal=Q_terminal, x_ref=x_ref, u_ref=u_ref,
                                stage_cost=stage_cost, terminal_cost=terminal_cost),
             constraints=Constraints(x_min=x_min, x_max=x_max, u_min=u_min, u_max=u_max,
-                                    path_constraints=path_constraints, terminal_constraints=terminal_constraints),
+                                    path_constraints=path_constraints, terminal_constraints=terminal_constraints,
+                                    soft_x_bounds=soft_x_bounds, slack_l1=slack_l1, slack_l2=slack_l2),
             solver=SolverSettings(solver=solver, hessian=hessian, solver_options=solver_options, jit=jit),
         )
         self._setup(model, problem)
@@ -263,6 +285,12 @@ class MultipleShootingOCP:
         self.x_min, self.x_max, self.u_min, self.u_max = (bound[k] for k in ("x_min", "x_max", "u_min", "u_max"))
         _validate.bounds(self.x_min, self.x_max, "x")
         _validate.bounds(self.u_min, self.u_max, "u")
+        self.soft_x_bounds, self.slack_l1, self.slack_l2 = con.soft_x_bounds, con.slack_l1, con.slack_l2
+        bounded = np.isfinite(self.x_min) | np.isfinite(self.x_max)
+        self.soft_states = np.flatnonzero(bounded) if self.soft_x_bounds else np.zeros(0, dtype=int)
+        if self.soft_x_bounds and problem.solver.solver == "fatrop":
+            raise ValueError("soft_x_bounds is not available with solver='fatrop' (its stage structure has no "
+                             "place for the slacks): use solver='ipopt'")
         self._check_references(self.x_ref, self.u_ref)
         self.step_function = build_integrator(model, problem.method, problem.steps, "none",
                                               name=f"{model.name}_ocp_step")
@@ -312,10 +340,21 @@ class MultipleShootingOCP:
             nc = c.numel()
             g.append(c)
 
-        self.layout = L = ShootingLayout(N, nx, self.nu, self.np, nh, nc)
+        self.layout = L = ShootingLayout(N, nx, self.nu, self.np, nh, nc, self.soft_states.size)
+        if L.ns:
+            # Soft state bounds (exact L1 plus L2 penalty on slacks s_k >= 0):
+            # rows x_k[j] + s_k[j] >= x_min[j] and x_k[j] - s_k[j] <= x_max[j].
+            S = ca.SX.sym("s", L.ns, N)
+            w = ca.vertcat(w, ca.vec(S))
+            for k in range(N):
+                xs = X[k + 1][self.soft_states.tolist()]
+                g += [xs + S[:, k], xs - S[:, k]]
+            cost += self.slack_l1 * ca.sum1(ca.vec(S)) + self.slack_l2 * ca.sumsqr(S)
         self._nlp = {"x": w, "p": P, "f": cost, "g": ca.vertcat(*g)}
         self._lbg, self._ubg = np.zeros(L.n_g), np.zeros(L.n_g)
         self._lbg[L.path_idx.ravel()] = -np.inf
+        self._lbg[L.soft_lo_idx], self._ubg[L.soft_lo_idx] = self.x_min[self.soft_states], np.inf
+        self._lbg[L.soft_hi_idx], self._ubg[L.soft_hi_idx] = -np.inf, self.x_max[self.soft_states]
         self.lbx, self.ubx = self.variable_bounds()
         self._cost_fn = ca.Function("cost", [w, P], [cost], ["w", "P"], ["cost"])
 
@@ -333,8 +372,11 @@ class MultipleShootingOCP:
         """
         L = self.layout
         lbx, ubx = np.full(L.n_w, -np.inf), np.full(L.n_w, np.inf)
-        lbx[L.x_idx[1:]], ubx[L.x_idx[1:]] = self.x_min, self.x_max
+        x_min, x_max = self.x_min.copy(), self.x_max.copy()
+        x_min[self.soft_states], x_max[self.soft_states] = -np.inf, np.inf  # soft: rows of g instead
+        lbx[L.x_idx[1:]], ubx[L.x_idx[1:]] = x_min, x_max
         lbx[L.u_idx], ubx[L.u_idx] = self.u_min, self.u_max
+        lbx[L.s_idx] = 0.0
         return lbx, ubx
 
     def _gauss_newton_hessian(self) -> ca.Function:
@@ -448,15 +490,24 @@ class MultipleShootingOCP:
             messages=printed.text.strip(),
         )
 
+    def minimal_slacks(self, x: FloatArray) -> FloatArray:
+        """The smallest slacks that make states `x` (N+1, nx) satisfy the soft bounds, shape (N, ns)."""
+        xs = np.asarray(x, dtype=float)[1:, self.soft_states]
+        lo, hi = self.x_min[self.soft_states], self.x_max[self.soft_states]
+        return np.maximum(0.0, np.maximum(lo - xs, xs - hi))
+
     def cost(self, x: FloatArray, u: FloatArray, *, x_ref: object = None, u_ref: object = None,
              p: object = None, t0: float = 0.0) -> float:
         """The objective of a given trajectory under this OCP's weights and references.
+
+        With soft state bounds the slacks are the smallest that the states need.
 
         Parameters
         ----------
         x : ndarray, shape (N+1, nx)
         u : ndarray, shape (N, nu)
         """
-        w = self.layout.pack_w(np.asarray(x, dtype=float), np.asarray(u, dtype=float))
+        x, u = np.asarray(x, dtype=float), np.asarray(u, dtype=float)
+        w = self.layout.pack_w(x, u, self.minimal_slacks(x))
         P = self.parameters(np.asarray(x, dtype=float)[0], x_ref, u_ref, p, t0)
         return float(self._cost_fn(w, P))

@@ -105,11 +105,21 @@ class Constraints:
         h(x_k, u_k, p) <= 0 for k < N.
     terminal_constraints : callable ``(x, p) -> SX column``, optional
         c(x_N, p) = 0.
+    soft_x_bounds : bool, default False
+        Soften the state bounds: ``x_min - s <= x_k <= x_max + s``, ``s >= 0``
+        (one slack per bounded state and stage 1..N), so that a state outside
+        its bounds (a disturbance, model mismatch) never makes the problem
+        infeasible. Input bounds stay hard.
+    slack_l1, slack_l2 : float, default 1e3 and 1e2
+        The slacks' cost ``slack_l1 * sum(s) + slack_l2 * sum(s^2)`` (exact
+        penalty: with `slack_l1` above the bounds' multipliers the soft
+        solution equals the hard one whenever that is feasible).
 
     Raises
     ------
     ValueError
-        NaN in a bound, or a constraint that is not callable.
+        NaN in a bound, a constraint that is not callable, or negative or
+        non-finite slack weights (both zero with soft bounds).
     """
 
     x_min: Any = None
@@ -118,8 +128,17 @@ class Constraints:
     u_max: Any = None
     path_constraints: StageFunction | None = None
     terminal_constraints: TerminalFunction | None = None
+    soft_x_bounds: bool = False
+    slack_l1: float = 1e3
+    slack_l2: float = 1e2
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "soft_x_bounds", _validate.flag(self.soft_x_bounds, "soft_x_bounds"))
+        for name in ("slack_l1", "slack_l2"):
+            object.__setattr__(self, name, _validate.real(getattr(self, name), name, minimum=0.0))
+        if self.soft_x_bounds and self.slack_l1 == 0 and self.slack_l2 == 0:
+            raise ValueError("soft_x_bounds with slack_l1 = slack_l2 = 0 leaves the slacks free (the bounds would "
+                             "mean nothing): give slack_l1 > 0 and/or slack_l2 > 0")
         for name in ("x_min", "x_max", "u_min", "u_max"):
             value = getattr(self, name)
             if value is not None:

@@ -69,7 +69,8 @@ class RTIController:
     Parameters
     ----------
     ocp : MultipleShootingOCP
-        Model, horizon, dt, integrator, weights, references, bounds and extra
+        Model, horizon, dt, integrator, weights, references, bounds (soft
+        state bounds included: the QP has the same slacks) and extra
         costs (``stage_cost``, ``terminal_cost``: their exact Hessian at the
         linearisation point enters the QP) are taken from it; path and
         terminal constraints are refused.
@@ -119,22 +120,28 @@ class RTIController:
         Ub = ca.horzcat(*L.inputs(wb))
         Fn, A, B = F.map(N)(Xb, Ub, ca.repmat(p, 1, N), t0 + ca.DM(np.arange(N) * ocp.dt).T, ocp.dt)
 
-        # Constraint rows (the OCP's g without path and terminal rows): x_0 = x0,
-        # then -A_k x_k - B_k u_k + x_{k+1} = F_k - A_k xb_k - B_k ub_k.
-        rows = [ca.SX(nx, nw)]
-        rows[0][:, L.x_idx[0]] = ca.SX.eye(nx)
-        rhs = [ca.SX.zeros(nx)]
+        # Constraint rows (the OCP's g: RTI has no path or terminal rows): x_0 = x0,
+        # then -A_k x_k - B_k u_k + x_{k+1} = F_k - A_k xb_k - B_k ub_k, then the
+        # soft-bound rows x_k[j] + s_k[j] >= x_min[j], x_k[j] - s_k[j] <= x_max[j].
+        Acon = ca.SX(L.n_g, nw)
+        Acon[L.x0_idx, L.x_idx[0]] = ca.SX.eye(nx)
+        b = ca.SX.zeros(L.n_g)
         for k in range(N):
             Ak, Bk = A[:, k * nx:(k + 1) * nx], B[:, k * nu:(k + 1) * nu]
-            row = ca.SX(nx, nw)
-            row[:, L.x_idx[k]] = -Ak
-            row[:, L.u_idx[k]] = -Bk
-            row[:, L.x_idx[k + 1]] = ca.SX.eye(nx)
-            rows.append(row)
-            rhs.append(Fn[:, k] - ca.mtimes(Ak, Xb[:, k]) - ca.mtimes(Bk, Ub[:, k]))
-        Acon, b = ca.vertcat(*rows), ca.vertcat(*rhs)
+            rows = L.dyn_idx[k]
+            Acon[rows, L.x_idx[k]] = -Ak
+            Acon[rows, L.u_idx[k]] = -Bk
+            Acon[rows, L.x_idx[k + 1]] = ca.SX.eye(nx)
+            b[rows] = Fn[:, k] - ca.mtimes(Ak, Xb[:, k]) - ca.mtimes(Bk, Ub[:, k])
+        soft = ocp.soft_states
+        for k in range(N):
+            for i, j in enumerate(soft):
+                for rows, sign in ((L.soft_lo_idx, 1.0), (L.soft_hi_idx, -1.0)):
+                    Acon[int(rows[k, i]), int(L.x_idx[k + 1, j])] = 1.0
+                    Acon[int(rows[k, i]), int(L.s_idx[k, i])] = sign
 
-        # Quadratic cost 1/2 w' H w + g' w (the documented cost without constants).
+        # Quadratic cost 1/2 w' H w + g' w (the documented cost without constants;
+        # slacks: slack_l2 s^2 + slack_l1 s).
         H = ca.DM(nw, nw)
         g = ca.SX.zeros(nw)
         for k in range(N + 1):
@@ -144,6 +151,15 @@ class RTIController:
         for k in range(N):
             H[L.u_idx[k], L.u_idx[k]] = 2 * ocp.R
             g[L.u_idx[k]] = -2 * ca.mtimes(ca.DM(ocp.R), ur[:, k])
+        for i in L.s_idx.ravel():
+            H[int(i), int(i)] = 2 * ocp.slack_l2
+            g[int(i)] = ocp.slack_l1
+        # Fixed row bounds: the soft rows' (the equality rows take b at every sample).
+        self._lba, self._uba = np.zeros(L.n_g), np.zeros(L.n_g)
+        self._lba[L.soft_lo_idx], self._uba[L.soft_lo_idx] = ocp.x_min[soft], np.inf
+        self._lba[L.soft_hi_idx], self._uba[L.soft_hi_idx] = -np.inf, ocp.x_max[soft]
+        self._equality = np.ones(L.n_g, dtype=bool)
+        self._equality[L.soft_lo_idx] = self._equality[L.soft_hi_idx] = False
         Hq: ca.SX = ca.SX(ca.sparsify(H))
         extra = self._extra_cost(wb, p)
         if extra is not None:
@@ -223,7 +239,8 @@ class RTIController:
             self._prepare(t)
         assert self._prepared is not None
         A, b, g, H = self._prepared
-        lba, uba = b.copy(), b.copy()
+        lba, uba = self._lba.copy(), self._uba.copy()
+        lba[self._equality] = uba[self._equality] = b[self._equality]
         lba[L.x0_idx] = xv
         uba[L.x0_idx] = xv
         t_start = time.perf_counter()
