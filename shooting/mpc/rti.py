@@ -151,9 +151,9 @@ class RTIController:
         for k in range(N):
             H[L.u_idx[k], L.u_idx[k]] = 2 * ocp.R
             g[L.u_idx[k]] = -2 * ca.mtimes(ca.DM(ocp.R), ur[:, k])
-        for i in L.s_idx.ravel():
-            H[int(i), int(i)] = 2 * ocp.slack_l2
-            g[int(i)] = ocp.slack_l1
+        for slack in L.s_idx.ravel().tolist():
+            H[slack, slack] = 2 * ocp.slack_l2
+            g[slack] = ocp.slack_l1
         # Fixed row bounds: the soft rows' (the equality rows take b at every sample).
         self._lba, self._uba = np.zeros(L.n_g), np.zeros(L.n_g)
         self._lba[L.soft_lo_idx], self._uba[L.soft_lo_idx] = ocp.x_min[soft], np.inf
