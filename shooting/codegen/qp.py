@@ -32,7 +32,7 @@ from shooting.codegen.host_library import build_shared_library, c_array, real_ct
 from shooting.codegen.templates import render
 from shooting.options import REALS, Real
 
-__all__ = ["QP_STATUS", "SOFT_MODE", "TOLERANCES", "HostQP", "QPResult", "qp_source"]
+__all__ = ["QP_STATUS", "SOFT_MODE", "TOLERANCES", "HostQP", "QPResult", "QPSource", "qp_source"]
 
 #: Return codes of the solver, as in the C.
 QP_STATUS = {0: "optimal", 1: "iteration limit", 2: "infeasible", 3: "Hessian not positive definite",
@@ -52,8 +52,24 @@ TOLERANCES: dict[Real, dict[str, float]] = {
 }
 
 
-def qp_source(prefix: str, real: Real, nv: int, nr: int, na: int | None = None) -> str:
-    """The solver's C (static functions and the work struct type ``PREFIX_work``).
+@dataclass(frozen=True)
+class QPSource:
+    """The solver's C in two parts.
+
+    Attributes
+    ----------
+    work : str
+        Status macros and the work struct ``PREFIX_work`` (for a header).
+    functions : str
+        The static functions ``PREFIX_factor``, ``PREFIX_solve`` and their helpers.
+    """
+
+    work: str
+    functions: str
+
+
+def qp_source(prefix: str, real: Real, nv: int, nr: int, na: int | None = None) -> QPSource:
+    """The solver's C for a prefix, a real type and the largest sizes.
 
     Parameters
     ----------
@@ -67,7 +83,7 @@ def qp_source(prefix: str, real: Real, nv: int, nr: int, na: int | None = None) 
 
     Returns
     -------
-    str
+    QPSource
     """
     prefix = _validate.identifier(prefix, "prefix")
     real = _validate.choice(real, REALS, "real")
@@ -75,9 +91,9 @@ def qp_source(prefix: str, real: Real, nv: int, nr: int, na: int | None = None) 
     nr = max(_validate.integer(nr, "nr", minimum=0), 1)
     na = nv + nr if na is None else _validate.integer(na, "na", minimum=1)
     tol = {k: literal(v, real) for k, v in TOLERANCES[real].items()}
-    return render("qp.c.in", p=prefix, P=prefix.upper(), R=real, f="f" if real == "float" else "",
-                  NV=nv, NR=nr, NA=na, **tol)
-
+    names = dict(p=prefix, P=prefix.upper(), R=real)
+    return QPSource(render("qp_work.h.in", **names, NV=nv, NR=nr, NA=na),
+                    render("qp.c.in", **names, f="f" if real == "float" else "", NV=nv, NR=nr, NA=na, **tol))
 
 
 @dataclass(frozen=True)
@@ -133,7 +149,8 @@ class HostQP:
         folder = Path(directory)
         folder.mkdir(parents=True, exist_ok=True)
         source = folder / f"qp_host_{real}.c"
-        source.write_text(render("qp_host.c.in", qp=qp_source("shqp", real, nv, nr), p="shqp", P="SHQP", R=real,
+        code = qp_source("shqp", real, nv, nr)
+        source.write_text(render("qp_host.c.in", qp=code.work + "\n" + code.functions, p="shqp", P="SHQP", R=real,
                                  NV=nv, NR=self.nr_max))
         lib = build_shared_library([source], folder / f"qp_host_{real}.so",
                                    extra_flags=("-Wdouble-promotion",) if real == "float" else ())
@@ -166,7 +183,7 @@ class HostQP:
         W = np.zeros(nv + nr + 1, dtype=np.int32)
         nW, iters = ctypes.c_int(0), ctypes.c_int(0)
         args = [c_array(Hm.T, real), c_array(h, real, nv), c_array(lb, real, nv), c_array(ub, real, nv),
-                c_array(Cm.T, real), c_array(np.zeros(0) if lo is None else lo, real),
+                c_array(Cm, real), c_array(np.zeros(0) if lo is None else lo, real),
                 c_array(np.zeros(0) if hi is None else hi, real)]
         status = self._fn(ctypes.c_int(nv), ctypes.c_int(nr), *(a.ctypes.data_as(ctypes.c_void_p) for a in args),
                           soft_b.ctypes.data_as(ctypes.c_void_p), real_ctype(real)(l1), real_ctype(real)(l2),

@@ -1,0 +1,308 @@
+"""The real-time-iteration controller as C text: NAME_mpc.c, NAME_mpc.h, manifest.json, Makefile.
+
+`controller_spec` reads what the C needs from a `MultipleShootingOCP` (and
+refuses what it cannot do: path or terminal constraints, extra costs, a
+singular input weight); `generate_controller` writes the files, pure text
+like `shooting.codegen.c_files.generate_c`. The controller solves exactly the
+QP of `RTIController`: the OCP's quadratic cost, the dynamics linearised with
+the integrator's exact A and B, hard input bounds, hard or soft state bounds.
+Condensed onto the inputs (the states follow from x0 and U), that QP is
+dense in N nu variables, with one row per bounded state and stage, and is
+solved by the dual active-set method of `shooting.codegen.qp`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import casadi as ca
+import numpy as np
+import numpy.typing as npt
+
+from shooting import _validate
+from shooting._files import GENERATOR
+from shooting._version import VERSION
+from shooting.codegen.c_files import CExport
+from shooting.codegen.emitter import CEmitter, literal
+from shooting.codegen.qp import qp_source
+from shooting.codegen.templates import render
+from shooting.integrate.integrator import build_integrator
+from shooting.model import Model
+from shooting.mpc.ocp import MultipleShootingOCP
+from shooting.options import REALS, Real
+from shooting.tableaus.tableau import ButcherTableau
+
+__all__ = ["ControllerSpec", "controller_files", "controller_spec", "generate_controller", "max_qp_iterations"]
+
+FloatArray = npt.NDArray[np.float64]
+
+
+def controller_files(name: str) -> list[str]:
+    """The file names of the controller export called `name`."""
+    return [f"{name}_mpc.c", f"{name}_mpc.h", "manifest.json", "Makefile"]
+
+
+def max_qp_iterations(nv: int, nr: int) -> int:
+    """The QP's iteration cap: every row can enter and leave the working set once and a half over."""
+    return 3 * (nv + nr) + 10
+
+
+@dataclass(frozen=True, eq=False)
+class ControllerSpec:
+    """Everything the generated controller fixes at generation time.
+
+    Attributes
+    ----------
+    model : Model
+    step : casadi.Function
+        The integrator step with forward sensitivities (x, u, p, t0, dt) -> (x_next, A, B[, err]).
+    horizon, dt : int, float
+    method : str
+        The tableau's name.
+    steps : int
+    Q, R, Q_terminal : ndarray
+    x_ref : ndarray, shape (N+1, nx)
+    u_ref : ndarray, shape (N, nu)
+    u_min, u_max : ndarray, shape (nu,)
+    bounded : ndarray of int
+        States with a finite bound: one QP row per stage 1..N each.
+    x_min, x_max : ndarray, shape (nb,)
+        Their bounds (+-inf for a missing side).
+    soft : bool
+    slack_l1, slack_l2 : float
+    p0 : ndarray, shape (np,)
+    x_guess : ndarray, shape (N+1, nx)
+    u_guess : ndarray, shape (N, nu)
+        The trajectory guess `init` starts from.
+    guess_origin : str
+        How the guess was obtained, for the header.
+    """
+
+    model: Model
+    step: ca.Function
+    horizon: int
+    dt: float
+    method: str
+    steps: int
+    Q: FloatArray
+    R: FloatArray
+    Q_terminal: FloatArray
+    x_ref: FloatArray
+    u_ref: FloatArray
+    u_min: FloatArray
+    u_max: FloatArray
+    bounded: npt.NDArray[np.int64]
+    x_min: FloatArray
+    x_max: FloatArray
+    soft: bool
+    slack_l1: float
+    slack_l2: float
+    p0: FloatArray
+    x_guess: FloatArray
+    u_guess: FloatArray
+    guess_origin: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def nv(self) -> int:
+        """QP variables: N nu."""
+        return self.horizon * self.model.nu
+
+    @property
+    def nr(self) -> int:
+        """QP rows: one per bounded state and stage 1..N."""
+        return self.horizon * int(self.bounded.size)
+
+
+def controller_spec(ocp: MultipleShootingOCP, *, x0: object = None, guess: tuple[object, object] | None = None
+                    ) -> ControllerSpec:
+    """What the C controller of `ocp` needs, with its initial trajectory guess.
+
+    Parameters
+    ----------
+    ocp : MultipleShootingOCP
+        Quadratic cost, input bounds, hard or soft state bounds, references
+        per stage, model parameters (its nominal ``p0``).
+    x0 : array_like, shape (nx,), optional
+        Where the guess is computed: IPOPT solves the OCP from `x0` (default
+        the model's nominal ``x0``) at generation time.
+    guess : (x, u), optional
+        A trajectory guess, shapes (N+1, nx) and (N, nu), instead of the solve.
+
+    Returns
+    -------
+    ControllerSpec
+
+    Raises
+    ------
+    ValueError
+        Path or terminal constraints or extra costs (the C solves the
+        quadratic tracking problem only), an input weight R that is not
+        positive definite, soft bounds with ``slack_l2 = 0``, or an OCP that
+        IPOPT cannot solve from `x0`.
+    """
+    if not isinstance(ocp, MultipleShootingOCP):
+        raise ValueError(f"ocp must be a shooting.MultipleShootingOCP, got {type(ocp).__name__}")
+    cost, con = ocp.problem.cost, ocp.problem.constraints
+    unsupported = [name for name, value in (("path_constraints", con.path_constraints),
+                                            ("terminal_constraints", con.terminal_constraints),
+                                            ("stage_cost", cost.stage_cost), ("terminal_cost", cost.terminal_cost))
+                   if value is not None]
+    if unsupported:
+        raise ValueError(f"the C controller solves the quadratic tracking problem with bounds only: drop "
+                         f"{', '.join(unsupported)} (or run RTIController in Python)")
+    if np.linalg.eigvalsh(ocp.R).min() <= 1e-12 * max(1.0, float(np.abs(ocp.R).max())):
+        raise ValueError("R must be positive definite for the C controller (its condensed QP must be strictly "
+                         f"convex); got eigenvalues {np.linalg.eigvalsh(ocp.R)}: give every input a weight > 0")
+    if ocp.soft_x_bounds and ocp.slack_l2 <= 0:
+        raise ValueError("soft state bounds in the C controller need slack_l2 > 0 (the QP must be strictly "
+                         "convex in the slacks): give slack_l2 > 0")
+    model = ocp.model
+    if guess is None:
+        start = model.x0 if x0 is None else _validate.vector(x0, model.nx, "x0", broadcast=False)
+        sol = ocp.solve(start)
+        if not sol.success:
+            raise ValueError(f"IPOPT did not solve the OCP from x0 = {np.array2string(start, precision=4)} "
+                             f"({sol.status}): the controller needs a trajectory guess; pass x0= where the "
+                             f"OCP is solvable")
+        x_guess, u_guess = sol.x, sol.u
+        origin = f"IPOPT's solution of the OCP from x0 = {np.array2string(start, precision=6, separator=', ')}"
+    else:
+        x_guess = _validate.stage_rows(guess[0], ocp.horizon + 1, model.nx, "guess x")
+        u_guess = _validate.stage_rows(guess[1], ocp.horizon, model.nu, "guess u")
+        origin = "a trajectory given to export_controller"
+    bounded = np.flatnonzero(np.isfinite(ocp.x_min) | np.isfinite(ocp.x_max))
+    tab = ocp.method if isinstance(ocp.method, ButcherTableau) else None
+    step = build_integrator(model, ocp.method, ocp.steps, "forward", name=f"{model.name}_mpc_step")
+    return ControllerSpec(
+        model=model, step=step, horizon=ocp.horizon, dt=float(ocp.dt),
+        method=tab.name if tab is not None else str(ocp.method), steps=int(ocp.steps),
+        Q=ocp.Q, R=ocp.R, Q_terminal=ocp.Q_terminal, x_ref=ocp.x_ref.copy(), u_ref=ocp.u_ref.copy(),
+        u_min=ocp.u_min.copy(), u_max=ocp.u_max.copy(), bounded=bounded,
+        x_min=ocp.x_min[bounded].copy(), x_max=ocp.x_max[bounded].copy(), soft=bool(ocp.soft_x_bounds),
+        slack_l1=float(ocp.slack_l1), slack_l2=float(ocp.slack_l2), p0=model.p0.copy(),
+        x_guess=np.asarray(x_guess, dtype=float), u_guess=np.asarray(u_guess, dtype=float), guess_origin=origin,
+    )
+
+
+def _values(values: object, real: Real) -> str:
+    flat = np.asarray(values, dtype=float).reshape(-1)
+    return ", ".join(literal(v, real) for v in flat) or literal(0.0, real)
+
+
+def _column_major(M: FloatArray, real: Real) -> str:
+    return _values(np.asarray(M, dtype=float).T, real)
+
+
+def _json(obj: object) -> str:
+    return json.dumps(obj, indent=2, sort_keys=True) + "\n"
+
+
+def generate_controller(spec: ControllerSpec, name: str, *, real: Real = "double",
+                        sizes: Mapping[str, object] | None = None,
+                        metadata: Mapping[str, object] | None = None) -> CExport:
+    """The controller's files for `spec`.
+
+    Parameters
+    ----------
+    spec : ControllerSpec
+    name : str
+        C prefix: the files are ``NAME_mpc.c`` and ``NAME_mpc.h``.
+    real : {"double", "float"}
+    sizes : mapping, optional
+        Measured ``flash``, ``ram``, ``mem_bytes`` and ``qp_iterations_max``,
+        written into the header (a second generation after measuring).
+    metadata : mapping, optional
+        Extra manifest entries.
+
+    Returns
+    -------
+    CExport
+        ``name`` is ``NAME_mpc`` (the C file stem).
+    """
+    name = _validate.identifier(name, "name")
+    real = _validate.choice(real, REALS, "real")
+    model = spec.model
+    stem = f"{name}_mpc"
+    emitter = CEmitter(stem, real)
+    body = emitter.add(spec.step)
+    nv, nr, nb = spec.nv, spec.nr, int(spec.bounded.size)
+    na = nv + nr
+    qp = qp_source(f"{stem}_qp", real, nv, nr, na)
+    max_iter = max_qp_iterations(nv, nr)
+    measured = dict(sizes or {})
+    inf = np.inf
+    lbU = np.tile(spec.u_min, spec.horizon)
+    ubU = np.tile(spec.u_max, spec.horizon)
+    values = dict(
+        name=name, NAME=name.upper(), version=VERSION, NX=model.nx, NU=model.nu, NP=model.np,
+        NP_1=max(model.np, 1), N=spec.horizon, nv=nv, nr_1=max(nr, 1), na=na, max_iter=max_iter,
+    )
+    source = render(
+        "mpc.c.in", **{k: values[k] for k in ("name", "NAME", "version", "NX", "NU", "NP", "NP_1", "N", "nv",
+                                              "nr_1")},
+        nb=nb, nb_1=max(nb, 1), n_out=spec.step.n_out(),
+        Q=_column_major(spec.Q, real), R=_column_major(spec.R, real), Qf=_column_major(spec.Q_terminal, real),
+        lbU=_values(lbU, real), ubU=_values(ubU, real), bstate=", ".join(map(str, spec.bounded.tolist())) or "0",
+        bmin=_values(spec.x_min if nb else [-inf], real), bmax=_values(spec.x_max if nb else [inf], real),
+        x_ref0=_values(spec.x_ref, real), u_ref0=_values(spec.u_ref, real),
+        p0=_values(spec.p0 if model.np else [0.0], real), x_guess=_values(spec.x_guess, real),
+        u_guess=_values(spec.u_guess, real), dt=literal(spec.dt, real), l1=literal(spec.slack_l1, real),
+        l2=literal(spec.slack_l2 if spec.soft else 1.0, real), soft=1 if spec.soft else 0,
+        functions=emitter.source() + "\n" + qp.functions, body=body,
+    )
+    header = _header(spec, values, real, emitter, qp.work, measured)
+    manifest = {
+        "generator": GENERATOR, "generator_version": VERSION, "casadi_version": ca.__version__,  # type: ignore
+        "files": controller_files(name), "name": name, "kind": "controller", "real": real,
+        "model": {"name": model.name, "nx": model.nx, "nu": model.nu, "np": model.np,
+                  "state_names": list(model.state_names), "input_names": list(model.input_names),
+                  "expression_sha256": model.expression_hash},
+        "horizon": spec.horizon, "dt": spec.dt, "method": spec.method, "steps": spec.steps,
+        "qp": {"variables": nv, "rows": nr, "max_iterations": max_iter, "soft_x_bounds": spec.soft,
+               "slack_l1": spec.slack_l1, "slack_l2": spec.slack_l2, "method": "dual active set (condensed)"},
+        "guess": spec.guess_origin, "reentrant": emitter.reentrant, "heap": False,
+        **measured, **dict(metadata or {}),
+    }
+    files = {f"{stem}.c": source, f"{stem}.h": header, "manifest.json": _json(manifest),
+             "Makefile": render("Makefile.in", name=stem, version=VERSION)}
+    return CExport(stem, files, manifest, {})
+
+
+def _header(spec: ControllerSpec, values: dict[str, Any], real: Real, emitter: CEmitter, qp_work: str,
+            measured: Mapping[str, Any]) -> str:
+    model = spec.model
+    nb = int(spec.bounded.size)
+    names = [model.state_names[i] for i in spec.bounded]
+    if nb == 0:
+        state_bounds = "no state bounds."
+    elif spec.soft:
+        state_bounds = (f"soft bounds on {', '.join(names)} at stages 1..N:\n *             x_min - s <= x <= "
+                        f"x_max + s, s >= 0.")
+    else:
+        state_bounds = f"hard bounds on {', '.join(names)} at stages 1..N."
+    slack_cost = f"\n *           + {spec.slack_l1:g} sum(s) + {spec.slack_l2:g} sum(s^2)" if spec.soft and nb else ""
+    ram = measured.get("ram")
+    flash = measured.get("flash")
+    iters = measured.get("qp_iterations_max")
+    reentrancy = ("Reentrant: everything lives in the memory struct; several controllers may run at once, each "
+                  "with its own struct." if emitter.reentrant else
+                  f"NOT reentrant: the integrator step keeps {emitter.static_reals} static {real}s of work memory; "
+                  "run one controller at a time.")
+    return render(
+        "mpc.h.in", **values, model=model.name, dt=f"{spec.dt:g}", time_unit=model.time_unit, method=spec.method,
+        steps=spec.steps, real=real, slack_cost=slack_cost, state_bounds=state_bounds, guess_origin=spec.guess_origin,
+        p0_text=np.array2string(spec.p0, precision=6, separator=", ") if model.np else "(none)",
+        ram_text=f"{ram} bytes on a Cortex-M4 (data + bss + worst stack, this file's default instance included)"
+        if ram is not None else "not measured (export with target cortex-m4)",
+        mem_bytes=measured.get("mem_bytes", "?"),
+        static_text=f", plus {emitter.static_reals * (4 if real == 'float' else 8)} bytes of static integrator work"
+        if not emitter.reentrant else "",
+        flash_text=f"{flash} bytes on a Cortex-M4" if flash is not None else "not measured",
+        nr=spec.nr, iter_text=f"{iters} measured in the export's closed-loop check" if iters is not None
+        else "not measured", reentrancy=reentrancy, guard=f"{values['NAME']}_MPC_H",
+        reentrant=1 if emitter.reentrant else 0, qp_work=qp_work,
+    )

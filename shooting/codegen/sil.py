@@ -1,0 +1,324 @@
+"""Software in the loop: generated C called from Python through ctypes.
+
+`load_step` turns an integrator export into a plain callable
+``step(x, u, p, t0, dt) -> (x_next, A, B)``; `load_controller` turns a
+controller export into an object that `shooting.simulate_closed_loop`
+accepts (``step(x, t) -> ControlStep``, ``dt``, ``model``, ``reset()``), so
+the generated C runs against the accurate plant in Python. Both compile the
+exported ``.c`` with the host gcc and the strict flags into a shared library
+in a private temporary folder (the export directory is only read).
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from shooting import _validate
+from shooting.codegen.host_library import build_shared_library, real_ctype, real_dtype
+from shooting.loading import load_model
+from shooting.model import Model
+from shooting.mpc.controllers import ControlStep
+from shooting.options import REALS, Real
+
+__all__ = ["CONTROLLER_STATUS", "HostController", "HostStep", "load_controller", "load_step"]
+
+#: The status codes of ``NAME_mpc_feedback`` (see the generated header).
+CONTROLLER_STATUS = {0: "ok", 1: "QP iteration limit", 2: "QP infeasible", 3: "Hessian not positive definite",
+                     4: "non-finite data", 5: "not prepared", 6: "bad argument", 7: "integrator step failed"}
+
+FloatArray = npt.NDArray[np.float64]
+
+
+def _manifest(directory: str | os.PathLike[str]) -> tuple[Path, dict[str, Any]]:
+    folder = Path(directory)
+    path = folder / "manifest.json"
+    if not path.is_file():
+        raise ValueError(f"{folder} holds no manifest.json: give the directory of an export of shooting")
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{path} is not readable JSON ({err}): export again") from None
+    if not isinstance(manifest, dict) or "name" not in manifest or manifest.get("real") not in REALS:
+        raise ValueError(f"{path} is not the manifest of an export of shooting: export again")
+    return folder, manifest
+
+
+def _workdir() -> Path:
+    folder = Path(tempfile.mkdtemp(prefix="shooting_sil_"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
+
+
+def _pointer(array: npt.NDArray[Any]) -> int:
+    return int(array.ctypes.data)
+
+
+class HostStep:
+    """An exported integrator step, compiled for this machine.
+
+    ``step(x, u, p=None, t0=0.0, dt=None)`` returns new arrays ``x_next``
+    (nx,), ``A`` (nx, nx) and ``B`` (nx, nu) in float64 (computed in the
+    export's real type; ``A`` and ``B`` are None for an export without
+    sensitivities). `dt` defaults to the export's. Calling it costs a few
+    microseconds (see ``scripts/bench_controller.py``).
+
+    Attributes
+    ----------
+    name, real : str
+    nx, nu, np : int
+    dt : float or None
+    """
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        folder, manifest = _manifest(directory)
+        if manifest.get("kind") == "controller" or not manifest.get("step_function"):
+            raise ValueError(f"{folder} is not an integrator export with NAME_step (a controller? use "
+                             f"load_controller)")
+        self.name: str = manifest["name"]
+        self.real: Real = manifest["real"]
+        ins = manifest["inputs"]
+        self.nx, self.nu, self.np = int(ins["x"][0]), int(ins["u"][0]), int(ins["p"][0])
+        self.dt = manifest.get("dt")
+        self.sensitivities = "A" in manifest.get("outputs", {})
+        source = folder / f"{self.name}.c"
+        if not source.is_file():
+            raise ValueError(f"{source} is missing: export again")
+        work = _workdir()
+        lib = build_shared_library([source], work / f"lib{self.name}.so", extra_flags=(f"-I{folder.resolve()}",))
+        fn = getattr(lib, f"{self.name}_step")
+        R = real_ctype(self.real)
+        fn.argtypes = [ctypes.c_void_p] * 3 + [R, R] + [ctypes.c_void_p] * 3
+        fn.restype = ctypes.c_int
+        self._fn = fn
+        dtype = real_dtype(self.real)
+        self._x, self._u, self._p = (np.zeros(max(n, 1), dtype=dtype) for n in (self.nx, self.nu, self.np))
+        self._xn = np.zeros(self.nx, dtype=dtype)
+        self._A = np.zeros(self.nx * self.nx, dtype=dtype)
+        self._B = np.zeros(max(self.nx * self.nu, 1), dtype=dtype)
+        self._ptrs = [_pointer(a) for a in (self._x, self._u, self._p, self._xn, self._A, self._B)]
+
+    def __call__(self, x: npt.ArrayLike, u: npt.ArrayLike, p: npt.ArrayLike | None = None, t0: float = 0.0,
+                 dt: float | None = None) -> tuple[FloatArray, FloatArray | None, FloatArray | None]:
+        """One step of the C: (x_next, A, B) as float64 arrays.
+
+        Raises
+        ------
+        ValueError
+            Wrong sizes, or a status other than 0 from the C.
+        """
+        try:
+            self._x[:self.nx] = x
+            self._u[:self.nu] = u
+            if self.np:
+                if p is None:
+                    raise ValueError(f"{self.name}: the model has {self.np} parameters: pass p")
+                self._p[:] = p
+        except ValueError:
+            raise ValueError(f"{self.name}: x must have {self.nx} entries, u {self.nu} and p {self.np}") from None
+        step = self.dt if dt is None else dt
+        if step is None:
+            raise ValueError(f"{self.name}: this export has no nominal dt: pass dt")
+        px, pu, pp, pxn, pA, pB = self._ptrs
+        status = self._fn(px, pu, pp, t0, step, pxn, pA, pB)
+        if status:
+            raise ValueError(f"{self.name}_step returned {status}")
+        x_next = self._xn.astype(np.float64)
+        if not self.sensitivities:
+            return x_next, None, None
+        return (x_next, self._A.astype(np.float64).reshape(self.nx, self.nx, order="F"),
+                self._B[:self.nx * self.nu].astype(np.float64).reshape(self.nx, self.nu, order="F"))
+
+
+def load_step(directory: str | os.PathLike[str]) -> HostStep:
+    """The integrator step exported into `directory`, as a Python callable (host build, ctypes).
+
+    ``step(x, u, p, t0, dt) -> (x_next, A, B)`` with numpy arrays; see `HostStep`.
+
+    Raises
+    ------
+    ValueError
+        Not an integrator export, or its C does not compile here.
+    """
+    return HostStep(directory)
+
+
+_SHIM = """\
+#include "{stem}.h"
+int shim_status(const {stem}_mem* m) {{ return m->status; }}
+int shim_qp_iterations(const {stem}_mem* m) {{ return m->qp_iterations; }}
+{name}_real* shim_x({stem}_mem* m) {{ return m->x; }}
+{name}_real* shim_u({stem}_mem* m) {{ return m->u; }}
+unsigned long shim_sizeof(void) {{ return (unsigned long)sizeof({stem}_mem); }}
+"""
+
+
+class HostController:
+    """An exported controller, compiled for this machine, as a closed-loop controller.
+
+    At the first `step` (and after `reset`) the C starts from the guess stored
+    at generation: ``init``, ``set_time(t)``, ``prepare``. Every `step` then
+    runs ``feedback`` on the measured state, ``shift`` and ``prepare`` for the
+    next sample, as `RTIController` does.
+
+    Attributes
+    ----------
+    name : str
+    real : str
+    model : Model
+    dt : float
+    horizon : int
+    feedback_times, preparation_times : list of float
+        Seconds per sample of the two C calls.
+    x_pred, u_pred : ndarray or None
+        The prediction of the last feedback, shapes (N+1, nx) and (N, nu).
+    mem_bytes : int
+        sizeof of the memory struct on this machine.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str], model: Model | None = None) -> None:
+        folder, manifest = _manifest(directory)
+        if manifest.get("kind") != "controller":
+            raise ValueError(f"{folder} is not a controller export (an integrator? use load_step)")
+        self.name: str = manifest["name"]
+        self.real: Real = manifest["real"]
+        self.dt = _validate.positive_real(manifest["dt"], "dt")
+        self.horizon = int(manifest["horizon"])
+        self.model = self._model(manifest, model)
+        stem = f"{self.name}_mpc"
+        source = folder / f"{stem}.c"
+        if not source.is_file():
+            raise ValueError(f"{source} is missing: export again")
+        work = _workdir()
+        (work / "shim.c").write_text(_SHIM.format(stem=stem, name=self.name))
+        lib = build_shared_library([source, work / "shim.c"], work / f"lib{stem}.so",
+                                   extra_flags=(f"-I{folder.resolve()}",))
+        R = real_ctype(self.real)
+        vp = ctypes.c_void_p
+        self._lib = lib
+        self._fn = {}
+        for call, args in (("init", [vp]), ("prepare", [vp]), ("shift", [vp]), ("feedback", [vp, vp, vp]),
+                           ("set_time", [vp, R]), ("set_reference", [vp, ctypes.c_int, vp, vp]),
+                           ("set_parameters", [vp, vp])):
+            fn = getattr(lib, f"{stem}_{call}")
+            fn.argtypes, fn.restype = args, ctypes.c_int
+            self._fn[call] = fn
+        getattr(lib, f"{stem}_default").restype = vp
+        self._mem = getattr(lib, f"{stem}_default")()
+        for fname, restype in (("shim_status", ctypes.c_int), ("shim_qp_iterations", ctypes.c_int),
+                               ("shim_x", vp), ("shim_u", vp), ("shim_sizeof", ctypes.c_ulong)):
+            getattr(lib, fname).restype = restype
+            getattr(lib, fname).argtypes = [] if fname == "shim_sizeof" else [vp]
+        self.mem_bytes = int(lib.shim_sizeof())
+        dtype = real_dtype(self.real)
+        nx, nu, N = self.model.nx, self.model.nu, self.horizon
+        self._x_mem = np.ctypeslib.as_array(ctypes.cast(lib.shim_x(self._mem), ctypes.POINTER(R)), ((N + 1) * nx,))
+        self._u_mem = np.ctypeslib.as_array(ctypes.cast(lib.shim_u(self._mem), ctypes.POINTER(R)), (N * nu,))
+        self._xbuf = np.zeros(nx, dtype=dtype)
+        self._ubuf = np.zeros(nu, dtype=dtype)
+        self.feedback_times: list[float] = []
+        self.preparation_times: list[float] = []
+        self.x_pred: FloatArray | None = None
+        self.u_pred: FloatArray | None = None
+        self.reset()
+
+    @staticmethod
+    def _model(manifest: dict[str, Any], model: Model | None) -> Model:
+        info = manifest.get("model", {})
+        if model is None:
+            spec = manifest.get("model_spec") or info.get("name")
+            try:
+                model = load_model(str(spec), **dict(manifest.get("model_args") or {}))
+            except ValueError as err:
+                raise ValueError(f"cannot rebuild model {spec!r} of this controller ({err}): pass model=") from None
+        if not isinstance(model, Model):
+            raise ValueError(f"model must be a shooting.Model, got {type(model).__name__}")
+        if (model.nx, model.nu, model.np) != (info.get("nx"), info.get("nu"), info.get("np")):
+            raise ValueError(f"model {model.name} has nx={model.nx}, nu={model.nu}, np={model.np} but the controller "
+                             f"was generated for nx={info.get('nx')}, nu={info.get('nu')}, np={info.get('np')}")
+        return model
+
+    def reset(self) -> None:
+        """Back to the generation-time guess; the next `step` prepares again."""
+        self._call("init")
+        self._started = False
+        self.feedback_times.clear()
+        self.preparation_times.clear()
+        self.x_pred = self.u_pred = None
+
+    def _call(self, what: str, *args: object) -> int:
+        return int(self._fn[what](self._mem, *args))
+
+    def set_reference(self, k: int, x_ref: npt.ArrayLike | None, u_ref: npt.ArrayLike | None = None) -> None:
+        """References of stage k = 0..N (``u_ref`` ignored at N); call before the next preparation."""
+        dtype = real_dtype(self.real)
+        xr = None if x_ref is None else np.ascontiguousarray(
+            _validate.vector(x_ref, self.model.nx, "x_ref", broadcast=False), dtype=dtype)
+        ur = None if u_ref is None else np.ascontiguousarray(
+            _validate.vector(u_ref, self.model.nu, "u_ref", broadcast=False), dtype=dtype)
+        k = _validate.integer(k, "k", minimum=0, maximum=self.horizon)
+        self._call("set_reference", k, None if xr is None else xr.ctypes.data, None if ur is None else ur.ctypes.data)
+        if self._started:
+            self._call("prepare")
+
+    def step(self, x: npt.ArrayLike, t: float = 0.0) -> ControlStep:
+        """Feedback for the measured state `x` at time `t`, then shift and prepare the next sample.
+
+        Returns
+        -------
+        ControlStep
+            ``status`` is the C's status in words; ``iterations`` the QP's.
+        """
+        xv = _validate.vector(x, self.model.nx, "x", broadcast=False)
+        if not self._started:
+            self._call("set_time", float(t))
+            t0 = time.perf_counter()
+            self._call("prepare")
+            self.preparation_times.append(time.perf_counter() - t0)
+            self._started = True
+        self._xbuf[:] = xv
+        t0 = time.perf_counter()
+        status = self._call("feedback", self._xbuf.ctypes.data, self._ubuf.ctypes.data)
+        feedback = time.perf_counter() - t0
+        u = self._ubuf.astype(np.float64)
+        nx, nu = self.model.nx, self.model.nu
+        self.x_pred = self._x_mem.astype(np.float64).reshape(self.horizon + 1, nx)
+        self.u_pred = self._u_mem.astype(np.float64).reshape(self.horizon, nu)
+        iterations = int(self._lib.shim_qp_iterations(self._mem))
+        t0 = time.perf_counter()
+        self._call("shift")
+        self._call("prepare")
+        prepare = time.perf_counter() - t0
+        self.feedback_times.append(feedback)
+        self.preparation_times.append(prepare)
+        return ControlStep(u=u, solve_time=feedback + prepare, success=status == 0,
+                           status=CONTROLLER_STATUS.get(status, f"status {status}"), iterations=iterations)
+
+
+def load_controller(directory: str | os.PathLike[str], model: Model | None = None) -> HostController:
+    """The controller exported into `directory`, compiled for this machine, as a closed-loop controller.
+
+    Parameters
+    ----------
+    directory : path
+        An `export_controller` output.
+    model : Model, optional
+        The controller's model (default: rebuilt from the manifest's model
+        name or spec; needed for a model from your own file).
+
+    Returns
+    -------
+    HostController
+        Usable by `shooting.simulate_closed_loop`.
+    """
+    return HostController(directory, model)
