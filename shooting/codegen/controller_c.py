@@ -193,8 +193,35 @@ def _values(values: object, real: Real) -> str:
     return ", ".join(literal(v, real) for v in flat) or literal(0.0, real)
 
 
-def _column_major(M: FloatArray, real: Real) -> str:
-    return _values(np.asarray(M, dtype=float).T, real)
+def _kernels(nx: int, nu: int) -> str:
+    """The small matrix-vector products of the condensing as unrolled C (sizes fixed at generation)."""
+
+    def dot(terms: list[str]) -> str:
+        return " + ".join(terms) if terms else "0"
+
+    def fn(sig: str, lines: list[str]) -> str:
+        return f"static void {sig} {{\n" + "".join(f"  {line}\n" for line in lines) + "}\n"
+
+    R = "real"
+    return "".join([
+        fn(f"mv_xx(const {R}* restrict M, const {R}* restrict x, {R}* restrict y)",  # y = M x
+           [f"y[{i}] = {dot([f'M[{i + nx * j}] * x[{j}]' for j in range(nx)])};" for i in range(nx)]),
+        fn(f"mtv_xx(const {R}* restrict M, const {R}* restrict x, {R}* restrict y)",  # y += M' x
+           [f"y[{j}] += {dot([f'M[{i + nx * j}] * x[{i}]' for i in range(nx)])};" for j in range(nx)]),
+        fn(f"mv_xu(const {R}* restrict M, const {R}* restrict u, {R}* restrict y)",  # y += M u
+           [f"y[{i}] += {dot([f'M[{i + nx * j}] * u[{j}]' for j in range(nu)])};" for i in range(nx)]),
+        fn(f"mtv_xu(const {R}* restrict M, const {R}* restrict x, {R}* restrict y)",  # y = M' x
+           [f"y[{j}] = {dot([f'M[{i + nx * j}] * x[{i}]' for i in range(nx)])};" for j in range(nu)]),
+    ])
+
+
+def _apply(M: FloatArray, real: Real) -> str:
+    """``y = M x`` as straight-line C over the nonzeros of the constant matrix M."""
+    lines = []
+    for i, row in enumerate(np.asarray(M, dtype=float)):
+        terms = [f"{literal(v, real)} * x[{j}]" for j, v in enumerate(row) if v != 0]
+        lines.append(f"  y[{i}] = {' + '.join(terms) if terms else literal(0.0, real)};\n")
+    return "".join(lines)
 
 
 def _json(obj: object) -> str:
@@ -245,7 +272,8 @@ def generate_controller(spec: ControllerSpec, name: str, *, real: Real = "double
         "mpc.c.in", **{k: values[k] for k in ("name", "NAME", "version", "NX", "NU", "NP", "NP_1", "N", "nv",
                                               "nr_1")},
         nb=nb, nb_1=max(nb, 1), n_out=spec.step.n_out(),
-        Q=_column_major(spec.Q, real), R=_column_major(spec.R, real), Qf=_column_major(spec.Q_terminal, real),
+        kernels=_kernels(model.nx, model.nu), apply_Q=_apply(spec.Q, real), apply_R=_apply(spec.R, real),
+        apply_Qf=_apply(spec.Q_terminal, real),
         lbU=_values(lbU, real), ubU=_values(ubU, real), bstate=", ".join(map(str, spec.bounded.tolist())) or "0",
         bmin=_values(spec.x_min if nb else [-inf], real), bmax=_values(spec.x_max if nb else [inf], real),
         x_ref0=_values(spec.x_ref, real), u_ref0=_values(spec.u_ref, real),

@@ -43,8 +43,9 @@ from shooting.codegen.toolchain import (
     tool_timeout,
 )
 
-__all__ = ["FAULT_EXIT_CODE", "MPS2_AN386_LINKER_SCRIPT", "MPS2_AN386_STARTUP", "QEMU_M4_ARGS", "RunResult",
-           "build_m4_elf", "have_cortex_m4_toolchain", "have_qemu", "run_on_cortex_m4"]
+__all__ = ["FAULT_EXIT_CODE", "ICOUNT_ARGS", "INSTRUCTIONS_PER_SYSTICK", "MPS2_AN386_LINKER_SCRIPT",
+           "MPS2_AN386_STARTUP", "QEMU_M4_ARGS", "SYSTICK_C", "RunResult", "build_m4_elf", "have_cortex_m4_toolchain",
+           "have_qemu", "run_on_cortex_m4"]
 
 #: QEMU exit code of a program that took a fault (HardFault, or any other
 #: exception the test program does not handle) on the emulated Cortex-M4.
@@ -61,6 +62,26 @@ QEMU_M4_ARGS = (
     "-semihosting-config", "enable=on,target=native",
 )
 
+
+#: QEMU options that make the virtual clock count instructions: one instruction
+#: per virtual nanosecond (``-icount shift=0``), independent of the host's speed.
+ICOUNT_ARGS = ("-icount", "shift=0,align=off,sleep=off")
+
+#: Instructions per SysTick count under `ICOUNT_ARGS`: QEMU clocks the MPS2's
+#: SysTick at 25 MHz, i.e. every 40 virtual nanoseconds. Checked by the tests on
+#: a loop of a known number of instructions (10,000 x (100 nops + 2)).
+INSTRUCTIONS_PER_SYSTICK = 40
+
+#: C helpers to read SysTick (24 bits, counting down) on the emulated board:
+#: ``systick_start()`` once, then ``systick_now()``; the instructions between two
+#: readings a, b are ``((a - b) & 0xFFFFFF) * INSTRUCTIONS_PER_SYSTICK`` under `ICOUNT_ARGS`.
+SYSTICK_C = """\
+#define SHOOTING_SYST_CSR (*(volatile unsigned int*)0xE000E010)
+#define SHOOTING_SYST_RVR (*(volatile unsigned int*)0xE000E014)
+#define SHOOTING_SYST_CVR (*(volatile unsigned int*)0xE000E018)
+static void systick_start(void) { SHOOTING_SYST_RVR = 0x00FFFFFFu; SHOOTING_SYST_CVR = 0u; SHOOTING_SYST_CSR = 5u; }
+static unsigned int systick_now(void) { return SHOOTING_SYST_CVR; }
+"""
 
 #: Vector table and reset/fault handlers for the MPS2 AN386 (GNU as, Thumb-2).
 #: Written in assembly so that nothing runs before the FPU is enabled.
@@ -312,6 +333,7 @@ def run_on_cortex_m4(
     timeout: float = 120.0,
     workdir: Path | None = None,
     opt: str = "-O2",
+    qemu_args: tuple[str, ...] = (),
 ) -> RunResult:
     """Build a C program for the MPS2 AN386 and run it in QEMU with semihosting.
 
@@ -337,6 +359,8 @@ def run_on_cortex_m4(
         ``app.map`` (kept); by default a temporary folder that is deleted.
     opt : str, optional
         Optimisation flag, default ``"-O2"``.
+    qemu_args : tuple of str, optional
+        More QEMU options, e.g. `ICOUNT_ARGS` to count instructions.
 
     Returns
     -------
@@ -354,11 +378,11 @@ def run_on_cortex_m4(
     find_tool("arm-none-eabi-gcc")
     if workdir is None:
         with tempfile.TemporaryDirectory(prefix="shooting-qemu-") as tmp:
-            result = _build_and_run(sources, Path(tmp), include_dirs, extra_flags, opt, timeout, qemu)
+            result = _build_and_run(sources, Path(tmp), include_dirs, extra_flags, opt, timeout, qemu, qemu_args)
         return dataclasses.replace(result, elf=None)
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    return _build_and_run(sources, workdir, include_dirs, extra_flags, opt, timeout, qemu)
+    return _build_and_run(sources, workdir, include_dirs, extra_flags, opt, timeout, qemu, qemu_args)
 
 
 def _build_and_run(
@@ -369,9 +393,10 @@ def _build_and_run(
     opt: str,
     timeout: float,
     qemu: str,
+    qemu_args: tuple[str, ...] = (),
 ) -> RunResult:
     elf, build_log, build_seconds = build_m4_elf(sources, workdir, include_dirs, extra_flags, opt, timeout)
-    cmd = [qemu, *QEMU_M4_ARGS, "-kernel", str(elf)]
+    cmd = [qemu, *QEMU_M4_ARGS, *qemu_args, "-kernel", str(elf)]
     timeout = tool_timeout(timeout)
     start = time.perf_counter()
     try:

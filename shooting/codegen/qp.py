@@ -89,7 +89,8 @@ def qp_source(prefix: str, real: Real, nv: int, nr: int, na: int | None = None) 
     real = _validate.choice(real, REALS, "real")
     nv = _validate.integer(nv, "nv", minimum=1)
     nr = max(_validate.integer(nr, "nr", minimum=0), 1)
-    na = nv + nr if na is None else _validate.integer(na, "na", minimum=1)
+    # The working set never holds more than nv + nr rows; at least nv (its scratch vector serves a column).
+    na = nv + nr if na is None else max(_validate.integer(na, "na", minimum=1), nv)
     tol = {k: literal(v, real) for k, v in TOLERANCES[real].items()}
     names = dict(p=prefix, P=prefix.upper(), R=real)
     return QPSource(render("qp_work.h.in", **names, NV=nv, NR=nr, NA=na),

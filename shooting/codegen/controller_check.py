@@ -1,0 +1,234 @@
+"""Closed loops of a generated controller, on this machine and on the emulated Cortex-M4, against Python.
+
+The reference is `RTIController` on the same OCP, started from the same
+IPOPT guess, driving the same plant (the model integrated with many substeps
+of an accurate method, in double). The C runs
+
+- on the host (`host_loop`): compiled as a shared library and driven by
+  `simulate_closed_loop` through `load_controller`;
+- on QEMU's MPS2 AN386 (`board_loop`): a program that runs controller and
+  plant on the board (the plant in double, whatever the controller's real
+  type), counts instructions per phase with SysTick under ``-icount``, and
+  prints every sample.
+
+`compare_inputs` measures how far the inputs of the first samples are from
+the reference's (double: 1e-8, float: 1e-3, relative to the input scale).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from shooting.codegen import qemu_mps2
+from shooting.codegen.c_files import CExport, generate_c
+from shooting.codegen.controller_c import ControllerSpec
+from shooting.codegen.emitter import literal
+from shooting.codegen.sil import CONTROLLER_STATUS, load_controller
+from shooting.codegen.toolchain import ToolchainError, first_error_line
+from shooting.integrate.integrator import build_integrator
+from shooting.mpc.ocp import MultipleShootingOCP
+from shooting.mpc.rti import RTIController
+from shooting.mpc.simulate import simulate_closed_loop
+
+__all__ = ["INPUT_TOLERANCE", "LoopRun", "board_loop", "compare_inputs", "host_loop", "reference_loop"]
+
+FloatArray = npt.NDArray[np.float64]
+
+#: Largest relative difference of the first samples' inputs from the Python RTI:
+#: the same QP solved to rounding (double), and single precision throughout (float).
+INPUT_TOLERANCE = {"double": 1e-8, "float": 1e-3}
+
+#: The plant of every check: the model integrated by this tableau and substeps, in double.
+PLANT_METHOD, PLANT_STEPS = "dopri5", 20
+
+#: Cortex-M4 clock for the time estimates, and cycles per instruction assumed.
+M4_HZ, CYCLES_PER_INSTRUCTION = 168e6, 1.25
+
+
+@dataclass(frozen=True)
+class LoopRun:
+    """One closed loop of the generated controller.
+
+    Attributes
+    ----------
+    target : str
+        "host" or "cortex-m4".
+    x : ndarray, shape (K+1, nx)
+    u : ndarray, shape (K, nu)
+    status : list of str
+    qp_iterations : ndarray of int, shape (K,)
+    feedback_seconds, prepare_seconds : ndarray, shape (K,) or None
+        Host only.
+    feedback_instructions, prepare_instructions : ndarray, shape (K,) or None
+        Cortex-M4 only (SysTick under ``-icount``, resolution 40 instructions).
+    """
+
+    target: str
+    x: FloatArray
+    u: FloatArray
+    status: list[str]
+    qp_iterations: npt.NDArray[np.int64]
+    feedback_seconds: FloatArray | None = None
+    prepare_seconds: FloatArray | None = None
+    feedback_instructions: FloatArray | None = None
+    prepare_instructions: FloatArray | None = None
+
+    @property
+    def sample_instructions(self) -> FloatArray | None:
+        """Instructions of one RTI sample (feedback + preparation) on the board."""
+        if self.feedback_instructions is None or self.prepare_instructions is None:
+            return None
+        return self.feedback_instructions + self.prepare_instructions
+
+    def summary(self) -> dict[str, object]:
+        """Medians and maxima for the manifest and the report."""
+        out: dict[str, object] = {
+            "samples": int(self.u.shape[0]), "qp_iterations_median": float(np.median(self.qp_iterations)),
+            "qp_iterations_max": int(np.max(self.qp_iterations, initial=0)),
+            "failed_samples": sum(s != "ok" for s in self.status)}
+        if self.feedback_seconds is not None and self.prepare_seconds is not None:
+            out["feedback_us_median"] = float(np.median(self.feedback_seconds) * 1e6)
+            out["prepare_us_median"] = float(np.median(self.prepare_seconds) * 1e6)
+        total = self.sample_instructions
+        if total is not None and self.feedback_instructions is not None:
+            out["instructions_per_sample_median"] = float(np.median(total))
+            out["instructions_per_sample_max"] = float(np.max(total))
+            out["feedback_instructions_median"] = float(np.median(self.feedback_instructions))
+            out["ms_at_168MHz_max"] = float(np.max(total) * CYCLES_PER_INSTRUCTION / M4_HZ * 1e3)
+        return out
+
+
+def reference_loop(ocp: MultipleShootingOCP, x0: FloatArray, steps: int) -> tuple[FloatArray, FloatArray]:
+    """The Python RTIController's closed loop (states (K+1, nx), inputs (K, nu)) on the check's plant."""
+    traj = simulate_closed_loop(RTIController(ocp), x0, steps, plant_method=PLANT_METHOD, plant_steps=PLANT_STEPS,
+                                progress=False)
+    return traj.x, traj.u
+
+
+def compare_inputs(u: FloatArray, u_ref: FloatArray, samples: int) -> float:
+    """Largest difference of the first `samples` inputs, relative to the reference's largest input (or 1)."""
+    n = min(samples, u.shape[0], u_ref.shape[0])
+    if n == 0:
+        return 0.0
+    scale = max(float(np.max(np.abs(u_ref[:n]))), 1e-12)
+    return float(np.max(np.abs(u[:n] - u_ref[:n]))) / scale
+
+
+def _write(export: CExport, folder: Path) -> None:
+    for fname, text in export.files.items():
+        (folder / fname).write_text(text)
+
+
+def host_loop(export: CExport, spec: ControllerSpec, x0: FloatArray, steps: int) -> LoopRun:
+    """The generated controller compiled for this machine (ctypes) in a closed loop with the check's plant."""
+    with tempfile.TemporaryDirectory(prefix="shooting_ctl_host_") as tmp:
+        _write(export, Path(tmp))
+        controller = load_controller(tmp, model=spec.model)
+        traj = simulate_closed_loop(controller, x0, steps, plant_method=PLANT_METHOD, plant_steps=PLANT_STEPS,
+                                    progress=False)
+    return LoopRun("host", traj.x, traj.u, list(traj.status), traj.iterations,
+                   feedback_seconds=np.array(controller.feedback_times[:len(traj.u)]),
+                   prepare_seconds=np.array(controller.preparation_times[1:len(traj.u) + 1]))
+
+
+_BOARD_MAIN = """\
+/* Closed loop on the emulated Cortex-M4: the generated controller and the plant in double. */
+#include <stdio.h>
+#include "{stem}.h"
+#include "shooting_plant.h"
+{systick}
+static const double x_init[{nx}] = {{{x0}}};
+static const double p_plant[{np1}] = {{{p}}};
+
+int main(void) {{
+  {stem}_mem* mem = {stem}_default();
+  double x[{nx}], xn[{nx}], ud[{nu}];
+  {name}_real xr[{nx}], u[{nu}];
+  unsigned int a, b, fb, prep;
+  int k, i, st;
+  systick_start();
+  for (i = 0; i < {nx}; ++i) x[i] = x_init[i];
+  if ({stem}_init(mem) || {stem}_prepare(mem)) {{ printf("prepare failed\\n"); return 3; }}
+  for (k = 0; k < {steps}; ++k) {{
+    for (i = 0; i < {nx}; ++i) xr[i] = ({name}_real)x[i];
+    a = systick_now();
+    st = {stem}_feedback(mem, xr, u);
+    b = systick_now();
+    fb = (a - b) & 0xFFFFFFu;
+    a = systick_now();
+    (void){stem}_shift(mem);
+    (void){stem}_prepare(mem);
+    b = systick_now();
+    prep = (a - b) & 0xFFFFFFu;
+    printf("k %d %d %d %u %u", k, st, mem->qp_iterations, fb, prep);
+    for (i = 0; i < {nu}; ++i) {{ ud[i] = (double)u[i]; printf(" %.17g", ud[i]); }}
+    printf("\\n");
+    if (shooting_plant_step(x, ud, p_plant, {dt} * k, {dt}, xn, 0, 0)) return 4;
+    for (i = 0; i < {nx}; ++i) x[i] = xn[i];
+    printf("x");
+    for (i = 0; i < {nx}; ++i) printf(" %.17g", x[i]);
+    printf("\\n");
+  }}
+  return 0;
+}}
+"""
+
+
+def board_loop(export: CExport, spec: ControllerSpec, x0: FloatArray, steps: int) -> LoopRun:
+    """The generated controller and the plant (double) in a closed loop on QEMU's mps2-an386, instructions counted.
+
+    Raises
+    ------
+    ToolchainError
+        A tool that is missing, fails to build, or times out; or a program that faults.
+    """
+    model = spec.model
+    plant = build_integrator(model, PLANT_METHOD, PLANT_STEPS, "none", name="shooting_plant")
+    plant_c = generate_c(plant, "shooting_plant", real="double")
+    stem = export.name
+    main = _BOARD_MAIN.format(
+        stem=stem, name=stem[:-len("_mpc")], systick=qemu_mps2.SYSTICK_C, nx=model.nx, nu=model.nu,
+        np1=max(model.np, 1), x0=", ".join(repr(float(v)) for v in x0),
+        p=", ".join(repr(float(v)) for v in model.p0) or "0.0", steps=steps, dt=literal(spec.dt, "double"))
+    with tempfile.TemporaryDirectory(prefix="shooting_ctl_m4_") as tmp:
+        d = Path(tmp)
+        _write(export, d)
+        for fname, text in plant_c.files.items():
+            if fname.endswith((".c", ".h")):
+                (d / fname).write_text(text)
+        (d / "board_main.c").write_text(main)
+        result = qemu_mps2.run_on_cortex_m4([d / f"{stem}.c", d / "shooting_plant.c", d / "board_main.c"],
+                                            include_dirs=(d,), workdir=d, qemu_args=qemu_mps2.ICOUNT_ARGS,
+                                            timeout=600.0)
+    if result.exit_code != 0:
+        raise ToolchainError(f"the closed loop on the emulated Cortex-M4 exited with {result.exit_code}"
+                             f"{' (a fault)' if result.faulted else ''}: "
+                             f"{first_error_line(result.stdout + result.stderr)}")
+    return _parse_board(result.stdout, model.nx, model.nu, x0)
+
+
+def _parse_board(stdout: str, nx: int, nu: int, x0: FloatArray) -> LoopRun:
+    us, status, iters, fb, prep = [], [], [], [], []
+    xs = [np.asarray(x0, dtype=float)]
+    for line in stdout.splitlines():
+        parts = line.split()
+        if parts and parts[0] == "k" and len(parts) == 6 + nu:
+            status.append(CONTROLLER_STATUS.get(int(parts[2]), parts[2]))
+            iters.append(int(parts[3]))
+            fb.append(int(parts[4]) * qemu_mps2.INSTRUCTIONS_PER_SYSTICK)
+            prep.append(int(parts[5]) * qemu_mps2.INSTRUCTIONS_PER_SYSTICK)
+            us.append([float(v) for v in parts[6:]])
+        elif parts and parts[0] == "x" and len(parts) == 1 + nx:
+            xs.append(np.array([float(v) for v in parts[1:]]))
+    if len(xs) != len(us) + 1:
+        raise ToolchainError(f"the closed loop on the emulated Cortex-M4 printed {len(us)} inputs and "
+                             f"{len(xs) - 1} states: {stdout[-300:]!r}")
+    u = np.array(us, dtype=float).reshape(-1, nu)
+    x = np.array(xs, dtype=float).reshape(-1, nx)
+    return LoopRun("cortex-m4", x, u, status, np.array(iters, dtype=int), feedback_instructions=np.array(fb, float),
+                   prepare_instructions=np.array(prep, float))
