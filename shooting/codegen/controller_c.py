@@ -14,6 +14,7 @@ solved by the dual active-set method of `shooting.codegen.qp`.
 from __future__ import annotations
 
 import json
+import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,7 +28,7 @@ from shooting._files import GENERATOR
 from shooting._version import VERSION
 from shooting.codegen.c_files import CExport
 from shooting.codegen.emitter import CEmitter, literal
-from shooting.codegen.qp import qp_source
+from shooting.codegen.qp import SOFT_MODE, qp_source
 from shooting.codegen.templates import render
 from shooting.integrate.integrator import build_integrator
 from shooting.model import Model
@@ -106,6 +107,35 @@ class ControllerSpec:
     guess_origin: str
     extra: dict[str, Any] = field(default_factory=dict)
 
+    def working_set(self) -> list[int]:
+        """The QP rows active at the guess, as the C's working-set entries (its first warm start).
+
+        ``2 v`` / ``2 v + 1``: upper / lower bound of input v = k nu + i; ``2 (nv + r)`` /
+        ``2 (nv + r) + 1``: upper / lower side of state row r = (k - 1) nb + s, plus the
+        soft-mode flag when the guess violates a soft bound.
+        """
+        entries = []
+        tol = 1e-7
+        nu = self.model.nu
+        for k in range(self.horizon):
+            for i in range(nu):
+                u, lo, hi = self.u_guess[k, i], self.u_min[i], self.u_max[i]
+                if np.isfinite(hi) and u >= hi - tol * (1 + abs(hi)):
+                    entries.append(2 * (k * nu + i))
+                elif np.isfinite(lo) and u <= lo + tol * (1 + abs(lo)):
+                    entries.append(2 * (k * nu + i) + 1)
+        nb = int(self.bounded.size)
+        for k in range(1, self.horizon + 1):
+            for s_, j in enumerate(self.bounded):
+                x, lo, hi = self.x_guess[k, j], self.x_min[s_], self.x_max[s_]
+                row = self.nv + (k - 1) * nb + s_
+                for side, bound, beyond in ((0, hi, x - hi), (1, lo, lo - x)):
+                    if np.isfinite(bound) and beyond >= -tol * (1 + abs(bound)):
+                        flag = SOFT_MODE if self.soft and beyond > tol * (1 + abs(bound)) else 0
+                        entries.append((2 * row + side) | flag)
+                        break
+        return entries
+
     @property
     def nv(self) -> int:
         """QP variables: N nu."""
@@ -169,7 +199,7 @@ def controller_spec(ocp: MultipleShootingOCP, *, x0: object = None, guess: tuple
                              f"({sol.status}): the controller needs a trajectory guess; pass x0= where the "
                              f"OCP is solvable")
         x_guess, u_guess = sol.x, sol.u
-        origin = f"IPOPT's solution of the OCP from x0 = {np.array2string(start, precision=6, separator=', ')}"
+        origin = "IPOPT's solution of the OCP from x0 = [" + ", ".join(f"{v:.6g}" for v in start) + "]"
     else:
         x_guess = _validate.stage_rows(guess[0], ocp.horizon + 1, model.nx, "guess x")
         u_guess = _validate.stage_rows(guess[1], ocp.horizon, model.nu, "guess u")
@@ -281,6 +311,7 @@ def generate_controller(spec: ControllerSpec, name: str, *, real: Real = "double
         u_guess=_values(spec.u_guess, real), dt=literal(spec.dt, real), l1=literal(spec.slack_l1, real),
         l2=literal(spec.slack_l2 if spec.soft else 1.0, real), soft=1 if spec.soft else 0,
         functions=emitter.source() + "\n" + qp.functions, body=body,
+        warm0=", ".join(map(str, spec.working_set())) or "0", n_warm0=len(spec.working_set()), na=na,
     )
     header = _header(spec, values, real, emitter, qp.work, measured)
     manifest = {
@@ -320,11 +351,12 @@ def _header(spec: ControllerSpec, values: dict[str, Any], real: Real, emitter: C
                   "with its own struct." if emitter.reentrant else
                   f"NOT reentrant: the integrator step keeps {emitter.static_reals} static {real}s of work memory; "
                   "run one controller at a time.")
+    reentrancy = "\n * ".join(textwrap.wrap(reentrancy, 96))
     return render(
         "mpc.h.in", **values, model=model.name, dt=f"{spec.dt:g}", time_unit=model.time_unit, method=spec.method,
         steps=spec.steps, real=real, slack_cost=slack_cost, state_bounds=state_bounds, guess_origin=spec.guess_origin,
         p0_text=np.array2string(spec.p0, precision=6, separator=", ") if model.np else "(none)",
-        ram_text=f"{ram} bytes on a Cortex-M4 (data + bss + worst stack, this file's default instance included)"
+        ram_text=f"{ram} bytes on a Cortex-M4 (data + bss + worst stack, the default instance included)"
         if ram is not None else "not measured (export with target cortex-m4)",
         mem_bytes=measured.get("mem_bytes", "?"),
         static_text=f", plus {emitter.static_reals * (4 if real == 'float' else 8)} bytes of static integrator work"

@@ -45,6 +45,7 @@ __all__ = [
     "first_error_line",
     "have_host_compiler",
     "run_tool",
+    "symbol_sizes",
     "tool_timeout",
     "undefined_symbols",
 ]
@@ -548,6 +549,29 @@ def undefined_symbols(object_file: Path, *, nm: str | None = None) -> list[str]:
                              f"{first_error_line(proc.stderr)}")
     names = {line.split()[-1] for line in proc.stdout.splitlines() if line.strip() and not line.endswith(":")}
     return sorted(names)
+
+
+def symbol_sizes(object_file: Path) -> dict[str, int]:
+    """Bytes of every sized symbol an object defines (``nm -S``), e.g. a static instance's.
+
+    Raises
+    ------
+    ToolchainError
+        If the ``nm`` tool is missing or fails.
+    """
+    object_file = Path(object_file)
+    nm = "arm-none-eabi-nm" if _is_arm_elf(object_file) else "nm"
+    proc = run_tool([find_tool(nm), "-S", "--defined-only", str(object_file)], nm, timeout=60.0,
+                    step=f"listing the symbols of {object_file.name}")
+    if proc.returncode != 0:
+        raise ToolchainError(f"{nm} failed listing the symbols of {object_file.name}: "
+                             f"{first_error_line(proc.stderr)}")
+    sizes = {}
+    for line in proc.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 4:
+            sizes[parts[3]] = int(parts[1], 16)
+    return sizes
 
 
 #: Double-precision functions of <math.h> (their float versions end in ``f``).

@@ -1,0 +1,267 @@
+"""The controller export as one library call: C files, closed-loop checks, sizes, manifest, safe install.
+
+`export_controller` chains: read the OCP (`controller_spec`: refuses what the
+C cannot do, computes the initial guess with IPOPT) -> generate the C
+(`generate_controller`) -> with ``check``, run it in a closed loop on the host
+against `RTIController` (`host_loop`) -> for ``target="cortex-m4"``,
+cross-compile, measure flash and RAM, prove a float build free of double
+precision, and with ``check`` run the closed loop on the emulated board with
+instructions counted (`board_loop`) -> write the measurements into the
+manifest and the header -> install. A failed check writes nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from shooting import _files, _validate
+from shooting.codegen import qemu_mps2, toolchain
+from shooting.codegen.c_files import CExport
+from shooting.codegen.controller_c import ControllerSpec, controller_files, controller_spec, generate_controller
+from shooting.codegen.controller_check import (
+    INPUT_TOLERANCE,
+    LoopRun,
+    board_loop,
+    compare_inputs,
+    host_loop,
+    reference_loop,
+)
+from shooting.codegen.pipeline import ExportReport
+from shooting.codegen.toolchain import M4Size
+from shooting.codegen.verify import CheckReport
+from shooting.mpc.ocp import MultipleShootingOCP
+from shooting.options import REALS, TARGETS, Real, Target
+
+__all__ = ["CHECK_SAMPLES", "check_controller_export", "export_controller"]
+
+Progress = Callable[[str], None]
+
+#: Closed-loop samples of the check, and how many of the first are compared with Python.
+CHECK_STEPS, CHECK_SAMPLES = 40, 5
+
+
+def _legacy(manifest: dict[str, Any]) -> list[str]:
+    return controller_files(str(manifest.get("name", "")))
+
+
+def check_controller_export(out_dir: str | os.PathLike[str], name: str | None = None, *, real: Real = "double",
+                            target: Target = "host", check: bool = False, force: bool = False) -> None:
+    """Raise ValueError now if `export_controller` would refuse these options (before any long work)."""
+    _validate.choice(real, REALS, "real")
+    target = _validate.choice(target, TARGETS, "target")
+    check = _validate.flag(check, "check")
+    names = [] if name is None else controller_files(_validate.identifier(name, "name"))
+    _files.check_destination(out_dir, names, "manifest.json", force=_validate.flag(force, "force"), legacy=_legacy)
+    if check and not toolchain.have_host_compiler():
+        raise ValueError("gcc not found: the check compiles on the host; install gcc (apt-get install gcc)")
+    if target == "cortex-m4":
+        if not qemu_mps2.have_cortex_m4_toolchain():
+            raise ValueError(f"arm-none-eabi-gcc with newlib not found: apt-get install {toolchain.ARM_PACKAGES}")
+        if check and not qemu_mps2.have_qemu():
+            raise ValueError("qemu-system-arm (machine mps2-an386) not found: apt-get install qemu-system-arm")
+
+
+def _cortex_m4(export: CExport) -> tuple[M4Size | None, list[str], str, int | None]:
+    """Cross-compile the controller: (size, undefined symbols, failure line, bytes of the memory struct)."""
+    with tempfile.TemporaryDirectory(prefix="shooting_ctl_size_") as tmp:
+        for fname, text in export.files.items():
+            (Path(tmp) / fname).write_text(text)
+        obj = Path(tmp) / f"{export.name}.o"
+        result, size = toolchain.compile_cortex_m4(Path(tmp) / f"{export.name}.c", obj, call_graph="auto")
+        if not result.ok or size is None:
+            return None, [], f"arm-none-eabi-gcc failed compiling {export.name}.c: " \
+                             f"{toolchain.first_error_line(result.stderr)}", None
+        symbols = toolchain.symbol_sizes(obj)
+        return size, toolchain.undefined_symbols(obj), "", symbols.get(f"{export.name}_instance")
+
+
+def _loop_report(run: LoopRun, ref_u: np.ndarray, real: Real) -> CheckReport:
+    error = compare_inputs(run.u, ref_u, CHECK_SAMPLES)
+    allowed = INPUT_TOLERANCE[real]
+    failed = [s for s in run.status if s != "ok"]
+    passed = error <= allowed and not failed
+    details = "" if not failed else f"{len(failed)} samples failed ({failed[0]})"
+    return CheckReport(run.target, real, min(CHECK_SAMPLES, run.u.shape[0]), {"u": error}, {"u": allowed}, passed,
+                       details, margin=error / allowed)
+
+
+class _Runs:
+    """The checks and measurements of one controller export."""
+
+    def __init__(self, export: CExport, spec: ControllerSpec, x0: np.ndarray, ocp: MultipleShootingOCP,
+                 steps: int, say: Progress) -> None:
+        self.export, self.spec, self.x0, self.ocp, self.steps, self.say = export, spec, x0, ocp, steps, say
+        self.lines: list[str] = []
+        self.problems: list[str] = []
+        self.checks: list[CheckReport] = []
+        self.measured: dict[str, Any] = {}
+        self.size: M4Size | None = None
+        self.doubles: list[str] = []
+        self._ref_u: np.ndarray | None = None
+
+    def reference(self) -> np.ndarray:
+        if self._ref_u is None:
+            self.say(f"running the Python RTIController for {self.steps} samples (the reference)")
+            self._ref_u = reference_loop(self.ocp, self.x0, self.steps)[1]
+        return self._ref_u
+
+    def record(self, run: LoopRun, key: str) -> None:
+        real = self.export.manifest["real"]
+        report = _loop_report(run, self.reference(), real)
+        self.checks.append(report)
+        summary = run.summary()
+        self.measured[key] = {"samples_compared": report.vectors, "input_error": report.worst["u"],
+                              "input_tolerance": report.allowed["u"], "passed": report.passed, **summary}
+        line = (f"{run.target} {real}: closed loop of {summary['samples']} samples, first {report.vectors} inputs "
+                f"within {report.worst['u']:.1e} of the Python RTIController (allowed {report.allowed['u']:.0e}), "
+                f"QP iterations median {summary['qp_iterations_median']:g} max {summary['qp_iterations_max']}")
+        if "instructions_per_sample_median" in summary:
+            line += (f", {summary['instructions_per_sample_median']:.0f} instructions per sample (median; max "
+                     f"{summary['instructions_per_sample_max']:.0f} = {summary['ms_at_168MHz_max']:.2f} ms at 168 MHz)")
+        if "feedback_us_median" in summary:
+            line += (f", feedback {summary['feedback_us_median']:.1f} us + preparation "
+                     f"{summary['prepare_us_median']:.1f} us (median)")
+        self.lines.append(line + (": ok" if report.passed else f": MISMATCH {report.details}"))
+        if not report.passed:
+            self.problems.append(self.lines[-1])
+
+    def run(self, target: Target, check: bool) -> None:
+        if check:
+            self.say("closed loop on the host (ctypes)")
+            self.record(host_loop(self.export, self.spec, self.x0, self.steps), "check_host")
+        if target != "cortex-m4":
+            return
+        self.say("cross-compiling for Cortex-M4")
+        self.size, undefined, failure, mem = _cortex_m4(self.export)
+        if self.size is None:
+            self.problems.append(failure)
+            return
+        size = self.size
+        self.measured["cortex_m4"] = {"flash": size.flash, "ram": size.ram, "text": size.text, "data": size.data,
+                                      "bss": size.bss, "stack": size.stack, "undefined": undefined,
+                                      "mem_bytes": mem}
+        self.lines.append(f"cortex-m4: flash {size.flash} B (text {size.text} + data {size.data}), RAM {size.ram} B "
+                          f"(data {size.data} + bss {size.bss}, of which the memory struct {mem} B, + worst stack "
+                          f"{size.stack} B)")
+        if self.export.manifest["real"] == "float":
+            self.doubles = toolchain.double_precision_symbols(undefined)
+            if self.doubles:
+                self.problems.append(f"float build uses double precision: {', '.join(self.doubles)}")
+        if check:
+            self.say(f"closed loop on the emulated Cortex-M4 (qemu mps2-an386, -icount), {self.steps} samples")
+            self.record(board_loop(self.export, self.spec, self.x0, self.steps), "check_cortex_m4")
+
+
+def export_controller(
+    ocp: MultipleShootingOCP,
+    out_dir: str | os.PathLike[str],
+    *,
+    real: Real = "double",
+    target: Target = "host",
+    check: bool = False,
+    force: bool = False,
+    name: str | None = None,
+    x0: object = None,
+    check_steps: int = CHECK_STEPS,
+    metadata: Mapping[str, object] | None = None,
+    progress: Progress | None = None,
+) -> ExportReport:
+    """Export the real-time-iteration controller of `ocp` as C into `out_dir`, optionally checked.
+
+    Writes ``NAME_mpc.c``, ``NAME_mpc.h``, ``manifest.json`` and ``Makefile``
+    (see the header for the C interface and its status codes).
+
+    Parameters
+    ----------
+    ocp : MultipleShootingOCP
+        Quadratic tracking cost, input bounds, hard or soft state bounds
+        (``soft_x_bounds``), references per stage, model parameters. Path or
+        terminal constraints and extra costs are refused.
+    out_dir : str or path
+        Created if missing; files we did not write are never touched.
+    real : {"double", "float"}
+    target : {"host", "cortex-m4"}
+        "cortex-m4" also cross-compiles and measures flash and RAM.
+    check : bool
+        Run closed loops of `check_steps` samples from `x0` on the host (and
+        on the emulated Cortex-M4 for that target) and compare the first
+        `CHECK_SAMPLES` inputs with `RTIController` (double: 1e-8, float:
+        1e-3 relative to the largest input). A failure writes nothing.
+    force : bool
+        Add our files to a directory that holds other files.
+    name : str, optional
+        C prefix (default the model's name).
+    x0 : array_like, shape (nx,), optional
+        Initial state of the guess and of the checks (default the model's ``x0``).
+    check_steps : int
+    metadata : mapping, optional
+        Extra manifest entries.
+    progress : callable ``(str) -> None``, optional
+
+    Returns
+    -------
+    ExportReport
+        ``errors`` holds ``{"u": worst relative input error}`` when checked;
+        ``flash``/``ram`` for the Cortex-M4 target.
+
+    Raises
+    ------
+    ValueError
+        Bad options, an OCP the C cannot solve, a refused directory, a
+        missing tool.
+    """
+    def say(message: str) -> None:
+        if progress is not None:
+            progress(message)
+
+    if not isinstance(ocp, MultipleShootingOCP):
+        raise ValueError(f"ocp must be a shooting.MultipleShootingOCP, got {type(ocp).__name__}")
+    real = _validate.choice(real, REALS, "real")
+    target = _validate.choice(target, TARGETS, "target")
+    check = _validate.flag(check, "check")
+    force = _validate.flag(force, "force")
+    steps = _validate.integer(check_steps, "check_steps", minimum=1, maximum=100_000)
+    name = _validate.sanitized_identifier(ocp.model.name) if name is None else \
+        _validate.identifier(name, "name")
+    out = Path(out_dir)
+    check_controller_export(out, name, real=real, target=target, check=check, force=force)
+    start = ocp.model.x0 if x0 is None else _validate.vector(x0, ocp.model.nx, "x0", broadcast=False)
+
+    say(f"solving the OCP from x0 with IPOPT for the initial guess (N = {ocp.horizon})")
+    spec = controller_spec(ocp, x0=start)
+    say(f"generating the controller C ({real}; QP: {spec.nv} variables, {spec.nr} state rows)")
+    export = generate_controller(spec, name, real=real, metadata=metadata)
+    runs = _Runs(export, spec, start, ocp, steps, say)
+    try:
+        runs.run(target, check)
+    except toolchain.ToolchainError as err:
+        runs.problems.append(str(err).splitlines()[0])
+    errors = {"u": max((r.worst["u"] for r in runs.checks), default=0.0)} if runs.checks else {}
+    sizes: dict[str, Any] = {}
+    if runs.size is not None:
+        sizes.update(flash=runs.size.flash, ram=runs.size.ram, mem_bytes=runs.measured["cortex_m4"]["mem_bytes"])
+    iterations = [v["qp_iterations_max"] for k, v in runs.measured.items() if k.startswith("check_")]
+    if iterations:
+        sizes["qp_iterations_max"] = max(iterations)
+    export = generate_controller(spec, name, real=real, sizes=sizes, metadata={**dict(metadata or {}),
+                                                                                **runs.measured})
+    size = runs.size
+    common = dict(name=export.name, out_dir=out, errors=errors, checks=tuple(runs.checks),
+                  flash=None if size is None else size.flash, ram=None if size is None else size.ram, size=size,
+                  double_symbols=tuple(runs.doubles), manifest=export.manifest, lines=tuple(runs.lines))
+    if runs.problems:
+        return ExportReport(ok=False, files=[], problems=tuple(runs.problems), **common)  # type: ignore[arg-type]
+
+    def write(tmp: Path) -> None:
+        for fname, text in export.files.items():
+            (tmp / fname).write_text(text)
+
+    _files.install_directory(out, write, set(export.files), "manifest.json", force=force, legacy=_legacy)
+    say(f"wrote {', '.join(sorted(export.files))} to {out}")
+    return ExportReport(ok=True, files=[out / f for f in export.files], **common)  # type: ignore[arg-type]
