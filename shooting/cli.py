@@ -1,4 +1,4 @@
-"""`shooting-codegen`: list models and tableaus, inspect a tableau, export integrators as C, run MPC.
+"""`shooting-codegen`: list models and tableaus, inspect a tableau, export integrators and controllers as C, run MPC.
 
 Exit status: 0 success, 1 a failed check, 2 bad usage or input (one line on
 stderr, no traceback). Output is assembled in a temporary directory and moved
@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import NoReturn
 
 import shooting
-from shooting.codegen import check_export, export_integrator
+from shooting.codegen import check_controller_export, check_export, export_controller, export_integrator
 from shooting.codegen.pipeline import MAX_VECTORS
 from shooting.integrate.integrator import MAX_NEWTON_ITERATIONS, MAX_STEPS
 from shooting.mpc.problem import MAX_HORIZON
 from shooting.mpc.run import run_scenario
 from shooting.mpc.scenarios import MAX_SIM_STEPS
-from shooting.options import HESSIANS, NEWTON_METHODS, REALS, SENSITIVITIES, TARGETS
+from shooting.options import CONTROLLER_QPS, HESSIANS, NEWTON_METHODS, REALS, SENSITIVITIES, TARGETS
 
 __all__ = ["main"]
 
@@ -150,6 +150,40 @@ def build_parser() -> argparse.ArgumentParser:
     mpc.add_argument("--no-lint", action="store_true",
                      help="do not warn when the OCP's step is outside its stability region at x0")
     mpc.add_argument("-q", "--quiet", action="store_true", help="no progress lines or bar")
+
+    ctl = sub.add_parser(
+        "controller", help="export the real-time-iteration MPC controller as C",
+        description="Export the model's default scenario's MPC (options override it) as a C controller: "
+                    "NAME_mpc.c, NAME_mpc.h, manifest.json, Makefile (linearise with the integrator's A and B, "
+                    "condense, dual active-set QP, static memory). --check runs it in closed loop against the "
+                    "Python RTIController (and on an emulated Cortex-M4 with --target cortex-m4).")
+    ctl.add_argument("--model", required=True,
+                     help="built-in name, file.py, file.py:function or package.module:function")
+    ctl.add_argument("--model-arg", action="append", metavar="NAME=VALUE",
+                     help="a parameter of the model's factory (repeatable)")
+    ctl.add_argument("--horizon", type=_horizon, help="shooting intervals N")
+    ctl.add_argument("--dt", type=_positive_float, help="interval length and sampling time [s]")
+    ctl.add_argument("--method", help="integrator tableau (see 'list')")
+    ctl.add_argument("--steps", type=_steps, help="integrator substeps per interval")
+    ctl.add_argument("--x0", metavar="V1,V2,...", help="initial state of the guess and of the check")
+    ctl.add_argument("--hard-x-bounds", action="store_true",
+                     help="hard state bounds (default: soft, with an L1 + L2 penalty on slacks)")
+    ctl.add_argument("--slack-l1", type=_nonnegative_float, help="L1 weight of the slacks (default 1e3)")
+    ctl.add_argument("--slack-l2", type=_positive_float, help="L2 weight of the slacks (default 1e2)")
+    ctl.add_argument("--real", choices=REALS, default="double")
+    ctl.add_argument("--qp", choices=CONTROLLER_QPS, default=CONTROLLER_QPS[0],
+                     help="QP solver of the C (condensed dual active set)")
+    ctl.add_argument("--target", choices=TARGETS, default="host",
+                     help="cortex-m4: cross-compile, report flash/RAM; with --check run on an emulated Cortex-M4")
+    ctl.add_argument("--check", action="store_true",
+                     help="closed loop vs the Python RTIController (exit 1 on mismatch, nothing written)")
+    ctl.add_argument("--check-steps", type=_sim_steps, default=40, help="closed-loop samples of --check")
+    ctl.add_argument("--name", help="C prefix (default the model's name): NAME_mpc.c, NAME_mpc.h")
+    ctl.add_argument("--out", required=True, metavar="DIR", help="output directory (created)")
+    ctl.add_argument("--force", action="store_true", help="write into a non-empty directory of other files")
+    ctl.add_argument("--no-lint", action="store_true",
+                     help="do not warn when the step is outside its stability region at x0")
+    ctl.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     return parser
 
 
@@ -298,11 +332,45 @@ def cmd_mpc(args: argparse.Namespace) -> int:
     return 0 if run.ok else 1
 
 
+def cmd_controller(args: argparse.Namespace) -> int:
+    progress = _Progress(args.quiet)
+    check_controller_export(args.out, args.name, real=args.real, target=args.target, check=args.check,
+                            force=args.force)
+    model_args = _model_args(args.model_arg)
+    model = shooting.load_model(args.model, **model_args)
+    changes: dict[str, object] = {"soft_x_bounds": not args.hard_x_bounds}
+    if args.x0 is not None:
+        changes["x0"] = _parse_vector(args.x0, model.nx, "--x0", model.name)
+    for option in ("horizon", "dt", "method", "steps", "slack_l1", "slack_l2"):
+        if getattr(args, option) is not None:
+            changes[option] = getattr(args, option)
+    scenario = shooting.default_scenario(model).with_changes(**changes)
+    if not args.no_lint:
+        _lint(model, scenario.problem.method, scenario.problem.steps, scenario.problem.dt, scenario.x0)
+    progress(f"building the OCP of {model.name} (N = {scenario.problem.horizon}, dt = {scenario.problem.dt:g})")
+    ocp = shooting.build_ocp(scenario, model)
+    report = export_controller(ocp, args.out, real=args.real, target=args.target, check=args.check,
+                               force=args.force, name=args.name, x0=scenario.x0, check_steps=args.check_steps,
+                               metadata={"model_spec": args.model, "model_args": model_args, "qp_solver": args.qp},
+                               progress=progress)
+    for line in report.lines:
+        print(line)
+    for problem in report.problems:
+        if problem not in report.lines:
+            print(problem, file=sys.stderr)
+    if not report.ok:
+        print(f"check failed: nothing written to {args.out}", file=sys.stderr)
+        return 1
+    print(f"{args.out}/" + ", ".join(p.name for p in report.files))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``shooting-codegen``; returns the exit status."""
     parser = build_parser()
     commands: dict[str, Callable[[argparse.Namespace], int]] = {
         "list": lambda _: cmd_list(), "tableau": cmd_tableau, "integrator": cmd_integrator, "mpc": cmd_mpc,
+        "controller": cmd_controller,
     }
     try:
         args = parser.parse_args(argv)

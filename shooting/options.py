@@ -14,6 +14,7 @@ __all__ = [
     "HESSIANS",
     "NEWTON_METHODS",
     "NLP_SOLVERS",
+    "CONTROLLER_QPS",
     "QP_SOLVERS",
     "REALS",
     "SENSITIVITIES",
@@ -21,6 +22,7 @@ __all__ = [
     "Hessian",
     "NLPSolver",
     "NewtonMethod",
+    "ControllerQP",
     "QPSolver",
     "Real",
     "Sensitivities",
@@ -54,3 +56,7 @@ NLP_SOLVERS: tuple[NLPSolver, ...] = get_args(NLPSolver)
 #: Sparse QP solvers of `RTIController` (CasADi plugins).
 QPSolver = Literal["qrqp", "osqp"]
 QP_SOLVERS: tuple[QPSolver, ...] = get_args(QPSolver)
+
+#: QP solvers of the generated C controller (`shooting.codegen.export_controller`).
+ControllerQP = Literal["dual-active-set"]
+CONTROLLER_QPS: tuple[ControllerQP, ...] = get_args(ControllerQP)

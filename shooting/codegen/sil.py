@@ -95,7 +95,9 @@ class HostStep:
         if not source.is_file():
             raise ValueError(f"{source} is missing: export again")
         work = _workdir()
-        lib = build_shared_library([source], work / f"lib{self.name}.so", extra_flags=(f"-I{folder.resolve()}",))
+        lib = build_shared_library([source], work / f"lib{self.name}.so",
+                                   extra_flags=(f"-I{folder.resolve()}",
+                                                *(("-Wdouble-promotion",) if self.real == "float" else ())))
         fn = getattr(lib, f"{self.name}_step")
         R = real_ctype(self.real)
         fn.argtypes = [ctypes.c_void_p] * 3 + [R, R] + [ctypes.c_void_p] * 3
@@ -202,7 +204,8 @@ class HostController:
         work = _workdir()
         (work / "shim.c").write_text(_SHIM.format(stem=stem, name=self.name))
         lib = build_shared_library([source, work / "shim.c"], work / f"lib{stem}.so",
-                                   extra_flags=(f"-I{folder.resolve()}",))
+                                   extra_flags=(f"-I{folder.resolve()}",
+                                                *(("-Wdouble-promotion",) if self.real == "float" else ())))
         R = real_ctype(self.real)
         vp = ctypes.c_void_p
         self._lib = lib
