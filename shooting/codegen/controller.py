@@ -88,7 +88,7 @@ def _loop_report(run: LoopRun, ref_u: np.ndarray, real: Real) -> CheckReport:
     passed = error <= allowed and not failed
     details = "" if not failed else f"{len(failed)} samples failed ({failed[0]})"
     return CheckReport(run.target, real, min(CHECK_SAMPLES, run.u.shape[0]), {"u": error}, {"u": allowed}, passed,
-                       details, margin=error / allowed)
+                       details, margin=error / allowed if allowed > 0 else float("inf"))
 
 
 class _Runs:

@@ -314,7 +314,8 @@ class MultipleShootingOCP:
         # Dynamics of all intervals in one mapped call of the step Function.
         Fmap = self.step_function.map(N)
         times = ca.DM(np.arange(N) * self.dt).T
-        Xn = Fmap(ca.horzcat(*X[:-1]), ca.horzcat(*U), ca.repmat(p, 1, N), t0 + times, self.dt)
+        # (the first output: embedded pairs also return their error estimate)
+        Xn = Fmap.call([ca.horzcat(*X[:-1]), ca.horzcat(*U), ca.repmat(p, 1, N), t0 + times, self.dt])[0]
 
         Q, R, Qf = (ca.DM(M) for M in (self.Q, self.R, self.Q_terminal))
         cost: ca.SX = ca.SX(0)

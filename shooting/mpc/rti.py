@@ -118,7 +118,7 @@ class RTIController:
         xr, ur, p, t0 = par["x_ref"], par["u_ref"], par["p"], par["t0"]
         Xb = ca.horzcat(*L.states(wb)[:N])
         Ub = ca.horzcat(*L.inputs(wb))
-        Fn, A, B = F.map(N)(Xb, Ub, ca.repmat(p, 1, N), t0 + ca.DM(np.arange(N) * ocp.dt).T, ocp.dt)
+        Fn, A, B = F.map(N).call([Xb, Ub, ca.repmat(p, 1, N), t0 + ca.DM(np.arange(N) * ocp.dt).T, ocp.dt])[:3]
 
         # Constraint rows (the OCP's g: RTI has no path or terminal rows): x_0 = x0,
         # then -A_k x_k - B_k u_k + x_{k+1} = F_k - A_k xb_k - B_k ub_k, then the

@@ -1,0 +1,289 @@
+"""The RTI controller exported as C, run on this machine and on the emulated Cortex-M4.
+
+Independent truth: the Python `RTIController` (CasADi's qrqp on the sparse QP)
+on the same OCP, from the same IPOPT guess, against the same plant. The C
+condenses the QP and solves it with its own dual active-set method, so a
+wrong weight, a dropped shift, a sign error in the linearisation or in the
+condensing, a mishandled soft bound or reference makes the inputs differ far
+beyond rounding (1e-8 double; float: 1e-3 over the first samples).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import shooting
+from shooting.cli import main
+from shooting.codegen import export_controller, export_integrator, load_controller, load_step, qemu_mps2, toolchain
+from shooting.codegen.controller_c import controller_spec, generate_controller
+from shooting.codegen.controller_check import board_loop, compare_inputs, host_loop, reference_loop
+
+pytestmark = pytest.mark.skipif(not toolchain.have_host_compiler(), reason="needs gcc")
+needs_m4 = pytest.mark.skipif(not (qemu_mps2.have_cortex_m4_toolchain() and qemu_mps2.have_qemu()),
+                              reason="needs arm-none-eabi-gcc, newlib and qemu-system-arm")
+
+INF = np.inf
+
+
+@pytest.fixture(scope="module")
+def cartpole() -> shooting.Model:
+    return shooting.load_model("cartpole")
+
+
+@pytest.fixture(scope="module")
+def swingup(cartpole: shooting.Model) -> shooting.MultipleShootingOCP:
+    problem = shooting.default_scenario(cartpole).problem.with_changes(soft_x_bounds=True)
+    return shooting.MultipleShootingOCP.from_problem(cartpole, problem)
+
+
+@pytest.fixture(scope="module")
+def swingup_reference(swingup: shooting.MultipleShootingOCP, cartpole: shooting.Model) -> tuple[np.ndarray, ...]:
+    return reference_loop(swingup, cartpole.x0, 80)
+
+
+@pytest.mark.parametrize("real", ["double", "float"])
+def test_swing_up_in_the_loop_matches_the_python_rti(swingup: shooting.MultipleShootingOCP, cartpole: shooting.Model,
+                                                     swingup_reference: tuple[np.ndarray, ...], real: str) -> None:
+    spec = controller_spec(swingup)
+    run = host_loop(generate_controller(spec, "cartpole", real=real), spec, cartpole.x0, 80)
+    x_ref, u_ref = swingup_reference
+    assert all(s == "ok" for s in run.status)
+    if real == "double":
+        # The same QP solved to rounding at every sample of the whole swing-up.
+        assert compare_inputs(run.u, u_ref, 80) < 1e-8
+        np.testing.assert_allclose(run.x, x_ref, atol=1e-8)
+    else:
+        assert compare_inputs(run.u, u_ref, 5) < 1e-3
+    # Upright and centred at the end, as the Python controller.
+    assert abs(run.x[-1, 1]) < 0.02 and abs(run.x[-1, 0]) < 0.05
+    assert np.max(np.abs(run.u)) <= 80.0
+
+
+def _host(ocp: shooting.MultipleShootingOCP, x0: object, steps: int, real: str = "double") -> tuple[object, ...]:
+    spec = controller_spec(ocp, x0=x0)
+    run = host_loop(generate_controller(spec, ocp.model.name, real=real), spec, np.asarray(x0, float), steps)
+    return run, reference_loop(ocp, np.asarray(x0, float), steps)
+
+
+def test_regulation_with_hard_bounds_and_stage_references(cartpole: shooting.Model) -> None:
+    # Stage-varying reference (the cart walks to p = 0.5), hard |p| <= 0.4 that binds, Q_terminal != Q.
+    N = 15
+    x_ref = np.zeros((N + 1, 4))
+    x_ref[:, 0] = np.linspace(0.0, 0.35, N + 1)
+    ocp = shooting.MultipleShootingOCP(cartpole, N, dt=0.05, Q=[10, 50, 1, 0.1], R=[0.05], Q_terminal=[100, 100, 5, 1],
+                                       x_ref=x_ref, x_min=[-0.4, -INF, -INF, -INF], x_max=[0.4, INF, INF, INF],
+                                       u_min=[-20], u_max=[25])
+    run, (xs, us) = _host(ocp, [0.3, 0.3, 0.0, 0.0], 30)
+    assert compare_inputs(run.u, us, 30) < 1e-8
+    assert np.max(run.x[:, 0]) <= 0.4 + 1e-6  # the hard bound holds in closed loop
+
+
+def test_soft_bounds_keep_the_controller_alive_outside_them(cartpole: shooting.Model) -> None:
+    base = dict(dt=0.05, Q=[10, 50, 1, 0.1], R=[0.05], x_min=[-0.5, -INF, -INF, -INF], x_max=[0.5, INF, INF, INF])
+    x0 = [0.8, 0.2, 0.0, 0.0]  # outside |p| <= 0.5
+    soft = shooting.MultipleShootingOCP(cartpole, 15, soft_x_bounds=True, slack_l1=50.0, slack_l2=20.0, **base)
+    run, (xs, us) = _host(soft, x0, 25)
+    assert all(s == "ok" for s in run.status)
+    assert compare_inputs(run.u, us, 25) < 1e-8
+    # Hard bounds: the C reports an infeasible QP instead of failing silently, and still gives an input.
+    hard = shooting.MultipleShootingOCP(cartpole, 15, **base)
+    spec = controller_spec(hard, guess=(np.tile(x0, (16, 1)), np.zeros((15, 1))))
+    run = host_loop(generate_controller(spec, "cartpole", real="double"), spec, np.array(x0), 2)
+    assert run.status[0] == "QP infeasible" and np.isfinite(run.u).all()
+
+
+def test_model_parameters_and_float_on_another_model() -> None:
+    model = shooting.load_model("vanderpol")
+    assert model.np == 1
+    ocp = shooting.MultipleShootingOCP(model, 12, dt=0.1, Q=[5, 1], R=[0.1], method="dopri5", steps=2)
+    run, (xs, us) = _host(ocp, [1.5, -0.5], 25)
+    assert compare_inputs(run.u, us, 25) < 1e-8
+    run_f, _ = _host(ocp, [1.5, -0.5], 25, real="float")
+    assert compare_inputs(run_f.u, us, 5) < 1e-3
+
+
+def test_set_reference_moves_the_target_like_the_python_ocp(cartpole: shooting.Model, tmp_path: Path) -> None:
+    ocp = shooting.MultipleShootingOCP(cartpole, 10, dt=0.05, Q=[10, 50, 1, 0.1], R=[0.05])
+    report = export_controller(ocp, tmp_path / "c", x0=[0.0, 0.1, 0.0, 0.0])
+    assert report.ok
+    ctl = load_controller(tmp_path / "c")
+    target = np.array([0.3, 0.0, 0.0, 0.0])
+    for k in range(11):
+        ctl.set_reference(k, target, [0.0])
+    moved = shooting.MultipleShootingOCP(cartpole, 10, dt=0.05, Q=[10, 50, 1, 0.1], R=[0.05], x_ref=target)
+    rti = shooting.RTIController(moved)
+    rti._guess = shooting.mpc.rti.QPPoint(ocp.solve([0.0, 0.1, 0.0, 0.0]).w, None, None)  # the C's guess
+    rti._prepare(0.0)
+    x = np.array([0.0, 0.1, 0.0, 0.0])
+    for k in range(15):
+        c, p = ctl.step(x, 0.05 * k), rti.step(x, 0.05 * k)
+        np.testing.assert_allclose(c.u, p.u, atol=1e-8)
+        x = x + 0.05 * np.array([x[2], x[3], c.u[0], 0.0])  # any plant: both see the same states
+
+
+def test_c_interface_status_codes_and_no_heap(swingup: shooting.MultipleShootingOCP, tmp_path: Path) -> None:
+    report = export_controller(swingup, tmp_path / "c", real="float", name="cp")
+    assert report.ok
+    out = tmp_path / "c"
+    assert sorted(p.name for p in out.iterdir()) == ["Makefile", "cp_mpc.c", "cp_mpc.h", "manifest.json"]
+    (tmp_path / "main.c").write_text("""
+#include <stdio.h>
+#include "cp_mpc.h"
+static cp_mpc_mem mine;   /* a struct the caller owns */
+int main(void) {
+  cp_real x[CP_MPC_NX] = {0.0f, 3.14159265f, 0.0f, 0.0f}, u[CP_MPC_NU], xr[CP_MPC_NX] = {0};
+  int bad = 0;
+  bad |= cp_mpc_init(&mine) != CP_MPC_OK;
+  bad |= cp_mpc_feedback(&mine, x, u) != CP_MPC_NOT_PREPARED;
+  bad |= cp_mpc_set_reference(&mine, CP_MPC_N + 1, xr, 0) != CP_MPC_BAD_ARGUMENT;
+  bad |= cp_mpc_set_reference(&mine, -1, xr, 0) != CP_MPC_BAD_ARGUMENT;
+  bad |= cp_mpc_feedback(&mine, 0, u) != CP_MPC_BAD_ARGUMENT;
+  bad |= cp_mpc_prepare(&mine) != CP_MPC_OK;
+  bad |= cp_mpc_feedback(&mine, x, u) != CP_MPC_OK;
+  bad |= mine.qp_iterations < 1 || mine.status != CP_MPC_OK;
+  bad |= cp_mpc_shift(&mine) != CP_MPC_OK;
+  bad |= cp_mpc_feedback(&mine, x, u) != CP_MPC_NOT_PREPARED;
+  x[0] = 0.0f / 0.0f;
+  bad |= cp_mpc_prepare(&mine) != CP_MPC_OK;
+  bad |= cp_mpc_feedback(&mine, x, u) != CP_MPC_NONFINITE;
+  printf("%d %g\\n", bad, (double)u[0]);
+  return bad;
+}
+""")
+    build = toolchain.compile_host([out / "cp_mpc.c", tmp_path / "main.c"], tmp_path / "prog",
+                                   extra_flags=(f"-I{out}", "-Wdouble-promotion", "-Wno-div-by-zero"))
+    assert build.ok, build.stderr
+    run = subprocess.run([str(tmp_path / "prog")], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stdout
+    assert np.isfinite(float(run.stdout.split()[1]))  # a failed feedback still writes a finite input
+    obj = tmp_path / "cp.o"
+    assert toolchain.compile_host([out / "cp_mpc.c"], obj, link=False, extra_flags=("-Wdouble-promotion",)).ok
+    heap = {"malloc", "calloc", "realloc", "free"} & set(toolchain.undefined_symbols(obj))
+    assert not heap
+    header = (out / "cp_mpc.h").read_text()
+    for needle in ("cp_mpc_init", "cp_mpc_set_parameters", "typedef struct cp_mpc_mem cp_mpc_mem", "Reentrant",
+                   "at most", "seeds the trajectory guess"):
+        assert needle in header
+
+
+def test_what_the_c_cannot_do_is_refused(cartpole: shooting.Model, tmp_path: Path) -> None:
+    path = shooting.MultipleShootingOCP(cartpole, 5, dt=0.05, path_constraints=lambda x, u, p: x[0] - 1)
+    with pytest.raises(ValueError, match="path_constraints"):
+        export_controller(path, tmp_path / "a")
+    singular = shooting.MultipleShootingOCP(cartpole, 5, dt=0.05, R=[0.0])
+    with pytest.raises(ValueError, match="R must be positive definite"):
+        export_controller(singular, tmp_path / "b")
+    l1_only = shooting.MultipleShootingOCP(cartpole, 5, dt=0.05, soft_x_bounds=True, slack_l2=0.0)
+    with pytest.raises(ValueError, match="slack_l2"):
+        export_controller(l1_only, tmp_path / "c")
+    with pytest.raises(ValueError, match="real"):
+        export_controller(l1_only, tmp_path / "d", real="half")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="MultipleShootingOCP"):
+        export_controller("cartpole", tmp_path / "e")  # type: ignore[arg-type]
+    assert not any((tmp_path / d).exists() for d in "abcde")
+
+
+def test_a_failed_check_writes_nothing_and_exits_1(swingup: shooting.MultipleShootingOCP, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+                                                   ) -> None:
+    import shooting.codegen.controller as controller
+
+    monkeypatch.setitem(controller.INPUT_TOLERANCE, "double", 0.0)  # nothing can pass
+    report = export_controller(swingup, tmp_path / "out", check=True, check_steps=3)
+    assert not report.ok and report.files == [] and not (tmp_path / "out").exists()
+    assert main(["controller", "--model", "cartpole", "--check", "--check-steps", "3", "--out",
+                 str(tmp_path / "cli"), "-q"]) == 1
+    assert "nothing written" in capsys.readouterr().err
+    assert not (tmp_path / "cli").exists()
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--real", "half"], "invalid choice"),
+    (["--slack-l2", "0"], "positive number"),
+    (["--horizon", "0"], "integer"),
+    (["--x0", "1,2"], "needs 4"),
+    (["--qp", "osqp"], "invalid choice"),
+])
+def test_cli_bad_options_are_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str],
+                                             message: str) -> None:
+    assert main(["controller", "--model", "cartpole", "--out", str(tmp_path / "o"), *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0] and "Traceback" not in err[0]
+
+
+def test_cli_writes_the_contract_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["controller", "--model", "cartpole", "--real", "float", "--check", "--check-steps", "5", "--out",
+                 str(tmp_path / "o"), "-q"]) == 0
+    names = sorted(p.name for p in (tmp_path / "o").iterdir())
+    assert names == ["Makefile", "cartpole_mpc.c", "cartpole_mpc.h", "manifest.json"]
+    manifest = json.loads((tmp_path / "o" / "manifest.json").read_text())
+    assert manifest["kind"] == "controller" and manifest["qp"]["soft_x_bounds"] is True
+    assert manifest["check_host"]["passed"] is True
+    ctl = load_controller(tmp_path / "o")  # the model is rebuilt from the manifest
+    assert ctl.model.name == "cartpole" and ctl.real == "float"
+
+
+def test_load_step_is_the_exported_integrator(tmp_path: Path) -> None:
+    model = shooting.load_model("cartpole")
+    F = shooting.build_integrator(model, "rk4", 2)
+    assert export_integrator(F, tmp_path / "rk4", name="cp_rk4").ok
+    step = load_step(tmp_path / "rk4")
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        x, u = model.x0 + rng.normal(size=4), rng.uniform(-80, 80, size=1)
+        x_next, A, B = step(x, u, None, 0.3, 0.05)
+        ref = [np.array(v) for v in F(x, u, [], 0.3, 0.05)]
+        np.testing.assert_allclose(x_next, ref[0].ravel(), rtol=1e-13, atol=1e-13)
+        np.testing.assert_allclose(A, ref[1], rtol=1e-12, atol=1e-13)
+        np.testing.assert_allclose(B, ref[2], rtol=1e-12, atol=1e-13)
+    with pytest.raises(ValueError, match="entries"):
+        step([1.0, 2.0], [0.0])
+    with pytest.raises(ValueError, match="controller"):
+        load_controller(tmp_path / "rk4")
+    with pytest.raises(ValueError, match="manifest"):
+        load_step(tmp_path)
+
+
+@needs_m4
+@pytest.mark.parametrize("real", ["float", "double"])
+def test_swing_up_on_the_emulated_cortex_m4(swingup: shooting.MultipleShootingOCP, cartpole: shooting.Model,
+                                            swingup_reference: tuple[np.ndarray, ...], real: str) -> None:
+    spec = controller_spec(swingup)
+    run = board_loop(generate_controller(spec, "cartpole", real=real), spec, cartpole.x0, 80)
+    tol = 1e-8 if real == "double" else 1e-3
+    assert compare_inputs(run.u, swingup_reference[1], 5) < tol
+    assert all(s == "ok" for s in run.status)
+    assert abs(run.x[-1, 1]) < 0.02 and abs(run.x[-1, 0]) < 0.05  # upright, on the board
+    instructions = run.sample_instructions
+    assert instructions is not None and np.all(instructions > 1000)
+
+
+@needs_m4
+def test_cortex_m4_export_fits_the_budget(swingup: shooting.MultipleShootingOCP, tmp_path: Path) -> None:
+    report = export_controller(swingup, tmp_path / "m4", real="float", target="cortex-m4", check=True,
+                               check_steps=20)
+    assert report.ok, report.problems
+    assert report.flash is not None and report.flash <= 64 * 1024
+    assert report.ram is not None and report.ram <= 16 * 1024
+    assert not report.double_symbols
+    manifest = json.loads((tmp_path / "m4" / "manifest.json").read_text())
+    m4 = manifest["check_cortex_m4"]
+    assert m4["passed"] and m4["instructions_per_sample_median"] > 0
+    assert "RAM" in (tmp_path / "m4" / "cartpole_mpc.h").read_text()
+
+
+@needs_m4
+def test_quadrotor_point_to_point_on_the_board() -> None:
+    model = shooting.load_model("quadrotor")
+    ocp = shooting.MultipleShootingOCP.from_problem(
+        model, shooting.default_scenario(model).problem.with_changes(horizon=20))
+    spec = controller_spec(ocp)
+    _, u_ref = reference_loop(ocp, model.x0, 20)
+    run = board_loop(generate_controller(spec, "quadrotor", real="float"), spec, model.x0, 20)
+    assert compare_inputs(run.u, u_ref, 5) < 1e-3
+    assert np.linalg.norm(run.x[-1, :3]) < np.linalg.norm(model.x0[:3])  # on its way to the origin
