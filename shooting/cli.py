@@ -90,6 +90,13 @@ def build_parser() -> argparse.ArgumentParser:
     tab.add_argument("name", help="catalogue name (see 'list') or a JSON file")
     tab.add_argument("--plot", metavar="FILE", help="write the stability region as a PNG")
 
+    _add_integrator(sub)
+    _add_mpc(sub)
+    _add_controller(sub)
+    return parser
+
+
+def _add_integrator(sub: "argparse._SubParsersAction[_Parser]") -> None:
     integ = sub.add_parser(
         "integrator", help="export an integrator with sensitivities as C",
         description="Build an integrator step with exact sensitivities and export it as C "
@@ -121,6 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="do not warn when the step is outside its stability region at the nominal point")
     integ.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
 
+
+def _add_mpc(sub: "argparse._SubParsersAction[_Parser]") -> None:
     mpc = sub.add_parser(
         "mpc", help="solve the model's default OCP and simulate its MPC closed loop",
         description="Build the model's default scenario (cartpole: swing-up from hanging), solve the OCP once, "
@@ -151,6 +160,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="do not warn when the OCP's step is outside its stability region at x0")
     mpc.add_argument("-q", "--quiet", action="store_true", help="no progress lines or bar")
 
+
+def _add_controller(sub: "argparse._SubParsersAction[_Parser]") -> None:
     ctl = sub.add_parser(
         "controller", help="export the real-time-iteration MPC controller as C",
         description="Export the model's default scenario's MPC (options override it) as a C controller: "
@@ -184,7 +195,6 @@ def build_parser() -> argparse.ArgumentParser:
     ctl.add_argument("--no-lint", action="store_true",
                      help="do not warn when the step is outside its stability region at x0")
     ctl.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
-    return parser
 
 
 def cmd_list() -> int:

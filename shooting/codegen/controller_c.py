@@ -34,7 +34,6 @@ from shooting.integrate.integrator import build_integrator
 from shooting.model import Model
 from shooting.mpc.ocp import MultipleShootingOCP
 from shooting.options import REALS, Real
-from shooting.tableaus.tableau import ButcherTableau
 
 __all__ = ["ControllerSpec", "controller_files", "controller_spec", "generate_controller", "max_qp_iterations"]
 
@@ -205,11 +204,10 @@ def controller_spec(ocp: MultipleShootingOCP, *, x0: object = None, guess: tuple
         u_guess = _validate.stage_rows(guess[1], ocp.horizon, model.nu, "guess u")
         origin = "a trajectory given to export_controller"
     bounded = np.flatnonzero(np.isfinite(ocp.x_min) | np.isfinite(ocp.x_max))
-    tab = ocp.method if isinstance(ocp.method, ButcherTableau) else None
     step = build_integrator(model, ocp.method, ocp.steps, "forward", name=f"{model.name}_mpc_step")
     return ControllerSpec(
         model=model, step=step, horizon=ocp.horizon, dt=float(ocp.dt),
-        method=tab.name if tab is not None else str(ocp.method), steps=int(ocp.steps),
+        method=ocp.problem.tableau.name or "custom tableau", steps=int(ocp.steps),
         Q=ocp.Q, R=ocp.R, Q_terminal=ocp.Q_terminal, x_ref=ocp.x_ref.copy(), u_ref=ocp.u_ref.copy(),
         u_min=ocp.u_min.copy(), u_max=ocp.u_max.copy(), bounded=bounded,
         x_min=ocp.x_min[bounded].copy(), x_max=ocp.x_max[bounded].copy(), soft=bool(ocp.soft_x_bounds),

@@ -552,13 +552,7 @@ def undefined_symbols(object_file: Path, *, nm: str | None = None) -> list[str]:
 
 
 def symbol_sizes(object_file: Path) -> dict[str, int]:
-    """Bytes of every sized symbol an object defines (``nm -S``), e.g. a static instance's.
-
-    Raises
-    ------
-    ToolchainError
-        If the ``nm`` tool is missing or fails.
-    """
+    """Bytes of every sized symbol an object defines (``nm -S``); `ToolchainError` if ``nm`` fails."""
     object_file = Path(object_file)
     nm = "arm-none-eabi-nm" if _is_arm_elf(object_file) else "nm"
     proc = run_tool([find_tool(nm), "-S", "--defined-only", str(object_file)], nm, timeout=60.0,
