@@ -39,4 +39,5 @@ def test_demo_writes_where_it_says(tmp_path):
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert (out / "c_float" / "cartpole_step.c").exists() and (out / "mpc_ipopt" / "states.png").exists()
     assert (out / "mpc_rti" / "trajectory.json").exists()
+    assert (out / "mpc_c_double" / "cartpole_mpc.c").exists() and (out / "mpc_c_float" / "cartpole_mpc.h").exists()
     assert str(out / "c_float") in proc.stdout and str(out / "mpc_rti") in proc.stdout
