@@ -129,20 +129,25 @@ def _add_integrator(sub: "argparse._SubParsersAction[_Parser]") -> None:
     integ.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
 
 
+def _add_ocp_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options that choose a model and change its default scenario's discretisation."""
+    parser.add_argument("--model", required=True,
+                        help="built-in name, file.py, file.py:function or package.module:function")
+    parser.add_argument("--model-arg", action="append", metavar="NAME=VALUE",
+                        help="a parameter of the model's factory, e.g. --model-arg n=5 (repeatable)")
+    parser.add_argument("--horizon", type=_horizon, help="shooting intervals N")
+    parser.add_argument("--dt", type=_positive_float, help="interval length and sampling time [s]")
+    parser.add_argument("--method", help="integrator tableau of the OCP (see 'list')")
+    parser.add_argument("--steps", type=_steps, help="integrator substeps per interval")
+
+
 def _add_mpc(sub: "argparse._SubParsersAction[_Parser]") -> None:
     mpc = sub.add_parser(
         "mpc", help="solve the model's default OCP and simulate its MPC closed loop",
         description="Build the model's default scenario (cartpole: swing-up from hanging), solve the OCP once, "
                     "run the closed loop against an accurately integrated plant and write trajectory.json, "
                     "trajectory.csv, summary.json and PNG plots. Options override the scenario.")
-    mpc.add_argument("--model", required=True,
-                     help="built-in name, file.py, file.py:function or package.module:function")
-    mpc.add_argument("--model-arg", action="append", metavar="NAME=VALUE",
-                     help="a parameter of the model's factory, e.g. --model-arg n=5 (repeatable)")
-    mpc.add_argument("--horizon", type=_horizon, help="shooting intervals N")
-    mpc.add_argument("--dt", type=_positive_float, help="interval length and sampling time [s]")
-    mpc.add_argument("--method", help="integrator tableau of the OCP (see 'list')")
-    mpc.add_argument("--steps", type=_steps, help="integrator substeps per interval")
+    _add_ocp_arguments(mpc)
     mpc.add_argument("--hessian", choices=HESSIANS, help="Hessian of the OCP's Lagrangian")
     mpc.add_argument("--x-ref", metavar="V1,V2,...",
                      help="state reference, nx comma-separated numbers (must lie inside the state bounds)")
@@ -168,14 +173,7 @@ def _add_controller(sub: "argparse._SubParsersAction[_Parser]") -> None:
                     "NAME_mpc.c, NAME_mpc.h, manifest.json, Makefile (linearise with the integrator's A and B, "
                     "condense, dual active-set QP, static memory). --check runs it in closed loop against the "
                     "Python RTIController (and on an emulated Cortex-M4 with --target cortex-m4).")
-    ctl.add_argument("--model", required=True,
-                     help="built-in name, file.py, file.py:function or package.module:function")
-    ctl.add_argument("--model-arg", action="append", metavar="NAME=VALUE",
-                     help="a parameter of the model's factory (repeatable)")
-    ctl.add_argument("--horizon", type=_horizon, help="shooting intervals N")
-    ctl.add_argument("--dt", type=_positive_float, help="interval length and sampling time [s]")
-    ctl.add_argument("--method", help="integrator tableau (see 'list')")
-    ctl.add_argument("--steps", type=_steps, help="integrator substeps per interval")
+    _add_ocp_arguments(ctl)
     ctl.add_argument("--x0", metavar="V1,V2,...", help="initial state of the guess and of the check")
     ctl.add_argument("--hard-x-bounds", action="store_true",
                      help="hard state bounds (default: soft, with an L1 + L2 penalty on slacks)")
@@ -316,20 +314,27 @@ def _model_args(pairs: Sequence[str] | None) -> dict[str, object]:
     return params
 
 
-def cmd_mpc(args: argparse.Namespace) -> int:
-    progress = _Progress(args.quiet)
-    model = shooting.load_model(args.model, **_model_args(args.model_arg))
-    changes: dict[str, object] = {}
+def _scenario(args: argparse.Namespace, model: shooting.Model, changes: dict[str, object],
+              options: tuple[str, ...]) -> shooting.Scenario:
+    """The model's default scenario with the command's overrides (--x0, the discretisation, `options`), linted."""
     if args.x0 is not None:
         changes["x0"] = _parse_vector(args.x0, model.nx, "--x0", model.name)
-    if args.x_ref is not None:
-        changes["x_ref"] = _parse_vector(args.x_ref, model.nx, "--x-ref", model.name)
-    for option in ("horizon", "dt", "method", "steps", "sim_steps", "hessian"):
+    for option in ("horizon", "dt", "method", "steps", *options):
         if getattr(args, option) is not None:
             changes[option] = getattr(args, option)
     scenario = shooting.default_scenario(model).with_changes(**changes)
     if not args.no_lint:
         _lint(model, scenario.problem.method, scenario.problem.steps, scenario.problem.dt, scenario.x0)
+    return scenario
+
+
+def cmd_mpc(args: argparse.Namespace) -> int:
+    progress = _Progress(args.quiet)
+    model = shooting.load_model(args.model, **_model_args(args.model_arg))
+    changes: dict[str, object] = {}
+    if args.x_ref is not None:
+        changes["x_ref"] = _parse_vector(args.x_ref, model.nx, "--x-ref", model.name)
+    scenario = _scenario(args, model, changes, ("sim_steps", "hessian"))
     run = run_scenario(scenario, args.out, model=model, rti=args.rti, noise_std=args.noise, seed=args.seed,
                        force=args.force, progress=progress, progress_bar=not args.quiet,
                        metadata={"model": {"spec": args.model}})
@@ -348,15 +353,7 @@ def cmd_controller(args: argparse.Namespace) -> int:
                             force=args.force)
     model_args = _model_args(args.model_arg)
     model = shooting.load_model(args.model, **model_args)
-    changes: dict[str, object] = {"soft_x_bounds": not args.hard_x_bounds}
-    if args.x0 is not None:
-        changes["x0"] = _parse_vector(args.x0, model.nx, "--x0", model.name)
-    for option in ("horizon", "dt", "method", "steps", "slack_l1", "slack_l2"):
-        if getattr(args, option) is not None:
-            changes[option] = getattr(args, option)
-    scenario = shooting.default_scenario(model).with_changes(**changes)
-    if not args.no_lint:
-        _lint(model, scenario.problem.method, scenario.problem.steps, scenario.problem.dt, scenario.x0)
+    scenario = _scenario(args, model, {"soft_x_bounds": not args.hard_x_bounds}, ("slack_l1", "slack_l2"))
     progress(f"building the OCP of {model.name} (N = {scenario.problem.horizon}, dt = {scenario.problem.dt:g})")
     ocp = shooting.build_ocp(scenario, model)
     report = export_controller(ocp, args.out, real=args.real, target=args.target, check=args.check,

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from shooting import _files, _validate
-from shooting.codegen import qemu_mps2, toolchain
+from shooting.codegen import toolchain
 from shooting.codegen.c_files import CExport
 from shooting.codegen.controller_c import ControllerSpec, controller_files, controller_spec, generate_controller
 from shooting.codegen.controller_check import (
@@ -32,7 +32,7 @@ from shooting.codegen.controller_check import (
     host_loop,
     reference_loop,
 )
-from shooting.codegen.pipeline import ExportReport
+from shooting.codegen.pipeline import ExportReport, require_tools
 from shooting.codegen.toolchain import M4Size
 from shooting.codegen.verify import CheckReport
 from shooting.mpc.ocp import MultipleShootingOCP
@@ -58,13 +58,7 @@ def check_controller_export(out_dir: str | os.PathLike[str], name: str | None = 
     check = _validate.flag(check, "check")
     names = [] if name is None else controller_files(_validate.identifier(name, "name"))
     _files.check_destination(out_dir, names, "manifest.json", force=_validate.flag(force, "force"), legacy=_legacy)
-    if check and not toolchain.have_host_compiler():
-        raise ValueError("gcc not found: the check compiles on the host; install gcc (apt-get install gcc)")
-    if target == "cortex-m4":
-        if not qemu_mps2.have_cortex_m4_toolchain():
-            raise ValueError(f"arm-none-eabi-gcc with newlib not found: apt-get install {toolchain.ARM_PACKAGES}")
-        if check and not qemu_mps2.have_qemu():
-            raise ValueError("qemu-system-arm (machine mps2-an386) not found: apt-get install qemu-system-arm")
+    require_tools(target, check)
 
 
 def _cortex_m4(export: CExport) -> tuple[M4Size | None, list[str], str, int | None]:

@@ -27,7 +27,8 @@ from shooting.integrate.integrator import step_info
 from shooting.model import Model
 from shooting.options import REALS, TARGETS, Real, Target
 
-__all__ = ["ExportReport", "check_export", "export_integrator", "install_export", "owned_export_files"]
+__all__ = ["ExportReport", "check_export", "export_integrator", "install_export", "owned_export_files",
+           "require_tools"]
 
 Progress = Callable[[str], None]
 
@@ -128,7 +129,7 @@ def check_export(out_dir: str | os.PathLike[str], name: str | None = None, *, re
     target = _validate.choice(target, TARGETS, "target")
     names = [] if name is None else export_files(_validate.identifier(name, "name"))
     _files.check_destination(out_dir, names, "manifest.json", force=_validate.flag(force, "force"), legacy=_legacy)
-    _require_tools(target, _validate.flag(check, "check"))
+    require_tools(target, _validate.flag(check, "check"))
 
 
 def _check_dict(report: CheckReport) -> dict[str, Any]:
@@ -154,7 +155,8 @@ def _step_metadata(F: ca.Function) -> dict[str, Any]:
     }
 
 
-def _require_tools(target: Target, check: bool) -> None:
+def require_tools(target: Target, check: bool) -> None:
+    """ValueError naming the package to install when a tool that `target` and `check` need is missing."""
     if check and not toolchain.have_host_compiler():
         raise ValueError("gcc not found: the check compiles on the host; install gcc (apt-get install gcc)")
     if target == "cortex-m4":
