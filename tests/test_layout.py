@@ -21,7 +21,7 @@ def test_layout_indices_interleave_and_partition():
     np.testing.assert_array_equal(L.dyn_idx, [[2, 3], [6, 7], [10, 11]])
     np.testing.assert_array_equal(L.path_idx, [[4, 5], [8, 9], [12, 13]])
     np.testing.assert_array_equal(L.term_idx, [14])
-    assert L.n_g == 15 and L.n_p == 2 + 4 * 2 + 3 * 1 + 1 + 1
+    assert L.n_g == 15 and L.n_p == 2 + 4 * 2 + 3 * 1 + 3 * 1 + 1 + 1  # x0, x_ref, u_ref, p per interval, t0, u_prev
 
 
 def test_layout_pack_unpack_round_trip_numeric_and_symbolic():
@@ -33,20 +33,33 @@ def test_layout_pack_unpack_round_trip_numeric_and_symbolic():
     np.testing.assert_array_equal(xx, x)
     np.testing.assert_array_equal(uu, u)
     x0, xr, ur, p = rng.normal(size=nx), rng.normal(size=(N + 1, nx)), rng.normal(size=(N, nu)), rng.normal(size=np_)
-    P = L.pack_parameters(x0, xr, ur, p, 0.7)
+    P = L.pack_parameters(x0, xr, ur, p, 0.7)  # one p for every interval
     parts = L.unpack_parameters(P)
-    for key, want in (("x0", x0), ("x_ref", xr), ("u_ref", ur), ("p", p)):
+    for key, want in (("x0", x0), ("x_ref", xr), ("u_ref", ur), ("p", np.tile(p, (N, 1))), ("u_prev", np.zeros(nu))):
         np.testing.assert_array_equal(parts[key], want)
     assert parts["t0"] == 0.7
+    p = rng.normal(size=(N, np_))  # one row per interval
+    prev = rng.normal(size=nu)
+    P = L.pack_parameters(x0, xr, ur, p, 0.7, prev)
+    parts = L.unpack_parameters(P)
+    np.testing.assert_array_equal(parts["p"], p)
+    np.testing.assert_array_equal(parts["u_prev"], prev)
     # The symbolic split picks the same entries: x_ref column k is stage k.
     Ps = ca.SX.sym("P", L.n_p)
     sym = L.unpack_parameters(Ps)
-    f = ca.Function("f", [Ps], [sym["x_ref"], sym["u_ref"], sym["p"], sym["t0"]])
+    f = ca.Function("f", [Ps], [sym["x_ref"], sym["u_ref"], sym["p"], sym["t0"], sym["u_prev"]])
     got = [np.array(v) for v in f(P)]
     np.testing.assert_array_equal(got[0], xr.T)
     np.testing.assert_array_equal(got[1], ur.T)
-    np.testing.assert_array_equal(got[2].ravel(), p)
+    np.testing.assert_array_equal(got[2], p.T)  # column k: interval k
     assert got[3].item() == 0.7
+    np.testing.assert_array_equal(got[4].ravel(), prev)
+    # The next sample's data: every per-stage row one stage ahead, the last repeated; t0 + dt; u_prev replaced.
+    nxt = L.unpack_parameters(L.shift_parameters(P, 0.1, np.ones(nu)))
+    np.testing.assert_array_equal(nxt["x_ref"], np.vstack([xr[1:], xr[-1:]]))
+    np.testing.assert_array_equal(nxt["p"], np.vstack([p[1:], p[-1:]]))
+    np.testing.assert_array_equal(nxt["u_prev"], np.ones(nu))
+    assert nxt["t0"] == pytest.approx(0.8)
 
 
 def test_layout_shifts_move_stages_and_keep_the_rest():

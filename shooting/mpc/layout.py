@@ -11,11 +11,14 @@ export, so that none of them re-slices a vector by hand::
          x_N - F(x_{N-1}, u_{N-1}), h(x_{N-1}, u_{N-1}),         stage N-1
          c(x_N),                                                 terminal        (nc)
          x_1[j] + s_1, x_1[j] - s_1, ..., x_N[j] - s_N]          soft bounds     (2 ns per stage 1..N)
-    P = [x0, x_ref_0, ..., x_ref_N, u_ref_0, ..., u_ref_{N-1}, p, t0]
+    P = [x0, x_ref_0, ..., x_ref_N, u_ref_0, ..., u_ref_{N-1},
+         p_0, ..., p_{N-1}, t0, u_prev]                          (p_k: model parameters of interval k;
+                                                                  u_prev: u_{-1} of the rate penalty)
 
 `pack_*` builds a vector from arrays shaped per stage, `unpack_*` splits one
 (numpy arrays or CasADi expressions alike), and `shift_*` moves a solution
-one stage ahead for the next MPC sample (the last stage is repeated).
+(or the per-stage data) one stage ahead for the next MPC sample (the last
+stage is repeated).
 """
 
 from __future__ import annotations
@@ -78,7 +81,7 @@ class ShootingLayout:
         Rows ``x_k[j] + s_k >= x_min[j]`` and ``x_k[j] - s_k <= x_max[j]`` in `g`.
     n_g : int
     n_p : int
-        Length of the parameter vector P.
+        Length of the parameter vector P: ``nx + (N+1) nx + N nu + N np + 1 + nu``.
     """
 
     horizon: int
@@ -129,8 +132,8 @@ class ShootingLayout:
 
     @property
     def n_p(self) -> int:
-        """Length of the parameter vector P: ``nx + (N+1) nx + N nu + np + 1``."""
-        return self.nx + (self.horizon + 1) * self.nx + self.horizon * self.nu + self.np + 1
+        """Length of the parameter vector P: ``nx + (N+1) nx + N nu + N np + 1 + nu``."""
+        return self.nx + (self.horizon + 1) * self.nx + self.horizon * (self.nu + self.np) + 1 + self.nu
 
     # ------------------------------------------------------------ decision w
     def pack_w(self, x: FloatArray, u: FloatArray, s: FloatArray | None = None) -> FloatArray:
@@ -161,7 +164,7 @@ class ShootingLayout:
 
     # ---------------------------------------------------------- parameters P
     def pack_parameters(self, x0: FloatArray, x_ref: FloatArray, u_ref: FloatArray, p: FloatArray,
-                        t0: float) -> FloatArray:
+                        t0: float, u_prev: FloatArray | None = None) -> FloatArray:
         """The parameter vector P.
 
         Parameters
@@ -169,14 +172,21 @@ class ShootingLayout:
         x0 : ndarray, shape (nx,)
         x_ref : ndarray, shape (N+1, nx)
         u_ref : ndarray, shape (N, nu)
-        p : ndarray, shape (np,)
+        p : ndarray, shape (N, np), or (np,) for every interval
+            Row k: the model parameters of interval k.
         t0 : float
+        u_prev : ndarray, shape (nu,), optional
+            The input before u_0 (for the rate penalty); default zeros.
 
         Returns
         -------
         ndarray, shape (n_p,)
         """
-        return np.concatenate([np.ravel(x0), np.ravel(x_ref), np.ravel(u_ref), np.ravel(p), [float(t0)]])
+        arr = np.asarray(p, dtype=float)
+        rows = np.broadcast_to(arr if arr.ndim == 2 else arr.reshape(1, self.np), (self.horizon, self.np))
+        prev = np.zeros(self.nu) if u_prev is None else np.ravel(u_prev)
+        return np.concatenate([np.ravel(x0), np.ravel(x_ref), np.ravel(u_ref), np.ravel(rows), [float(t0)],
+                               prev])
 
     def unpack_parameters(self, P: Any) -> dict[str, Any]:
         """Split P (numpy or a CasADi column) into its parts.
@@ -185,20 +195,44 @@ class ShootingLayout:
         -------
         dict
             ``x0`` (nx), ``x_ref`` (nx, N+1: one column per stage), ``u_ref``
-            (nu, N), ``p`` (np), ``t0`` (scalar). For numpy input ``x_ref``
-            and ``u_ref`` are returned row per stage, (N+1, nx) and (N, nu).
+            (nu, N), ``p`` (np, N: one column per interval), ``t0`` (scalar),
+            ``u_prev`` (nu). For numpy input ``x_ref``, ``u_ref`` and ``p``
+            are returned row per stage, (N+1, nx), (N, nu) and (N, np).
         """
-        N, nx, nu = self.horizon, self.nx, self.nu
+        N, nx, nu, n_p = self.horizon, self.nx, self.nu, self.np
         a, b = nx, nx + nx * (N + 1)
         c = b + nu * N
-        d = c + self.np
+        d = c + n_p * N
         if isinstance(P, np.ndarray):
             return {"x0": P[:a], "x_ref": P[a:b].reshape(N + 1, nx), "u_ref": P[b:c].reshape(N, nu),
-                    "p": P[c:d], "t0": float(P[d])}
+                    "p": P[c:d].reshape(N, n_p), "t0": float(P[d]), "u_prev": P[d + 1:d + 1 + nu]}
         return {"x0": P[:a], "x_ref": ca.reshape(P[a:b], nx, N + 1), "u_ref": ca.reshape(P[b:c], nu, N),
-                "p": P[c:d], "t0": P[d]}
+                "p": ca.reshape(P[c:d], n_p, N), "t0": P[d], "u_prev": P[d + 1:d + 1 + nu]}
 
     # ----------------------------------------------------------------- shifts
+    def shift_parameters(self, P: FloatArray, dt: float, u_prev: FloatArray | None = None) -> FloatArray:
+        """The parameter vector of the next sample: per-stage rows one stage ahead, ``t0 + dt``.
+
+        References and model parameters move one stage (the last one
+        repeated: the guess of the next sample's data when it is sampled on
+        the same time grid); `u_prev`, when given, replaces u_{-1} (the input
+        just applied). x0 is kept.
+
+        Parameters
+        ----------
+        P : ndarray, shape (n_p,)
+        dt : float
+        u_prev : ndarray, shape (nu,), optional
+
+        Returns
+        -------
+        ndarray, shape (n_p,)
+        """
+        parts = self.unpack_parameters(np.asarray(P, dtype=float))
+        rows = {key: np.vstack([parts[key][1:], parts[key][-1:]]) for key in ("x_ref", "u_ref", "p")}
+        return self.pack_parameters(parts["x0"], rows["x_ref"], rows["u_ref"], rows["p"], parts["t0"] + dt,
+                                    parts["u_prev"] if u_prev is None else u_prev)
+
     def shift_w(self, w: FloatArray) -> FloatArray:
         """A decision vector (or its bound multipliers) one stage ahead; the last stage repeated."""
         out = np.array(w, dtype=float)

@@ -9,11 +9,15 @@ stage by stage: a banded KKT matrix).
 Cost, exactly (no 1/2, no dt weighting):
 
     sum_{k<N} (x_k - xr_k)' Q (x_k - xr_k) + (u_k - ur_k)' R (u_k - ur_k)
+              + (u_k - u_{k-1})' R_delta (u_k - u_{k-1})
         + (x_N - xr_N)' Q_terminal (x_N - xr_N)   [+ extra stage/terminal costs]
 
-subject to x_0 = x0, x_{k+1} = F(x_k, u_k, p, t0 + k dt, dt) with the
+with u_{-1} = u_prev (the input applied last; zero unless given), subject to
+x_0 = x0, x_{k+1} = F(x_k, u_k, p_k, t0 + k dt, dt) with the
 `build_integrator` step, bounds on every u_k and on x_1..x_N, optional path
-constraints h(x_k, u_k, p) <= 0 and terminal constraints c(x_N, p) = 0.
+constraints h(x_k, u_k, p_k) <= 0 and terminal constraints c(x_N, p_{N-1}) = 0.
+The model parameters p_k may differ from interval to interval (one row per
+interval) or be one vector for all.
 """
 
 from __future__ import annotations
@@ -146,17 +150,22 @@ class MultipleShootingOCP:
         Integrator substeps per interval.
     Q, R, Q_terminal : array_like, shapes (nx, nx), (nu, nu), (nx, nx), or diagonals
         Weights (defaults: I, 0.01 I and Q); symmetric positive semi-definite.
+    R_delta : array_like, shape (nu, nu) or (nu,), optional
+        Weight of the input changes: ``(u_k - u_{k-1})' R_delta (u_k - u_{k-1})``
+        for k = 0..N-1, with u_{-1} the ``u_prev`` of `solve` (zero by
+        default). Symmetric positive semi-definite; default none.
     x_ref, u_ref : array_like, shapes (nx,) or (N+1, nx), and (nu,) or (N, nu)
         Default references (zeros); each solve may override them.
     x_min, x_max, u_min, u_max : array_like, optional
         Bounds (default: the model's). State bounds apply to x_1..x_N.
     stage_cost : callable ``(x, u, p) -> SX scalar``, optional
-        Added to every stage k < N.
+        Added to every stage k < N (with that interval's parameters p_k).
     terminal_cost : callable ``(x, p) -> SX scalar``, optional
+        Added at x_N, with p_{N-1}.
     path_constraints : callable ``(x, u, p) -> SX vector``, optional
-        Imposed as h(x_k, u_k, p) <= 0 for k < N.
+        Imposed as h(x_k, u_k, p_k) <= 0 for k < N.
     terminal_constraints : callable ``(x, p) -> SX vector``, optional
-        Imposed as c(x_N, p) = 0.
+        Imposed as c(x_N, p_{N-1}) = 0.
     soft_x_bounds : bool, default False
         Soft state bounds: ``x_min - s <= x_k <= x_max + s``, ``s >= 0`` for
         k = 1..N, one slack per bounded state and stage, with
@@ -185,8 +194,9 @@ class MultipleShootingOCP:
         Everything above but the model, grouped (`from_problem` builds from it).
     layout : ShootingLayout
         The vector layout of the NLP.
-    Q, R, Q_terminal, x_ref, u_ref, x_min, x_max, u_min, u_max : ndarray
-        The validated weights, references (one row per stage) and bounds.
+    Q, R, Q_terminal, R_delta, x_ref, u_ref, x_min, x_max, u_min, u_max : ndarray
+        The validated weights (`R_delta` zero when not given), references
+        (one row per stage) and bounds.
     soft_states : ndarray of int, shape (ns,)
         The states whose bounds are soft (those with a finite bound, when
         `soft_x_bounds`; else empty).
@@ -212,6 +222,7 @@ class MultipleShootingOCP:
         Q: object = None,
         R: object = None,
         Q_terminal: object = None,
+        R_delta: object = None,
         x_ref: object = None,
         u_ref: object = None,
         x_min: object = None,
@@ -232,7 +243,7 @@ class MultipleShootingOCP:
     ) -> None:
         problem = OCPProblem(
             horizon=horizon, dt=dt, method=method, steps=steps,
-            cost=QuadraticCost(Q=Q, R=R, Q_terminal=Q_terminal, x_ref=x_ref, u_ref=u_ref,
+            cost=QuadraticCost(Q=Q, R=R, Q_terminal=Q_terminal, R_delta=R_delta, x_ref=x_ref, u_ref=u_ref,
                                stage_cost=stage_cost, terminal_cost=terminal_cost),
             constraints=Constraints(x_min=x_min, x_max=x_max, u_min=u_min, u_max=u_max,
                                     path_constraints=path_constraints, terminal_constraints=terminal_constraints,
@@ -275,6 +286,7 @@ class MultipleShootingOCP:
         self.R = _validate.weight(cost.R, self.nu, "R", default=0.01)
         self.Q_terminal = self.Q if cost.Q_terminal is None else _validate.weight(cost.Q_terminal, self.nx,
                                                                                   "Q_terminal")
+        self.R_delta = _validate.weight(cost.R_delta, self.nu, "R_delta", default=0.0)
         self.x_ref = _validate.stage_rows(cost.x_ref, N + 1, self.nx, "x_ref")
         self.u_ref = _validate.stage_rows(cost.u_ref, N, self.nu, "u_ref")
         bound = {}
@@ -309,13 +321,13 @@ class MultipleShootingOCP:
         w, P = ca.SX.sym("w", base.n_w), ca.SX.sym("P", base.n_p)
         X, U = base.states(w), base.inputs(w)
         par = base.unpack_parameters(P)
-        xr, ur, p, t0 = par["x_ref"], par["u_ref"], par["p"], par["t0"]
+        xr, ur, p, t0 = par["x_ref"], par["u_ref"], par["p"], par["t0"]  # p: column k for interval k
 
         # Dynamics of all intervals in one mapped call of the step Function.
         Fmap = self.step_function.map(N)
         times = ca.DM(np.arange(N) * self.dt).T
         # (the first output: embedded pairs also return their error estimate)
-        Xn = Fmap.call([ca.horzcat(*X[:-1]), ca.horzcat(*U), ca.repmat(p, 1, N), t0 + times, self.dt])[0]
+        Xn = Fmap.call([ca.horzcat(*X[:-1]), ca.horzcat(*U), p, t0 + times, self.dt])[0]
 
         Q, R, Qf = (ca.DM(M) for M in (self.Q, self.R, self.Q_terminal))
         cost: ca.SX = ca.SX(0)
@@ -324,20 +336,23 @@ class MultipleShootingOCP:
         for k in range(N):
             ex, eu = X[k] - xr[:, k], U[k] - ur[:, k]
             cost += ca.bilin(Q, ex, ex) + ca.bilin(R, eu, eu)
+            if self.R_delta.any():  # rate penalty, u_{-1} = u_prev
+                du = U[k] - (par["u_prev"] if k == 0 else U[k - 1])
+                cost += ca.bilin(ca.DM(self.R_delta), du, du)
             if cost_spec.stage_cost is not None:
-                cost += _scalar(cost_spec.stage_cost(X[k], U[k], p), "stage_cost")
+                cost += _scalar(cost_spec.stage_cost(X[k], U[k], p[:, k]), "stage_cost")
             g.append(X[k + 1] - Xn[:, k])  # x_{k+1} - F(x_k, u_k): the sign fatrop expects
             if con.path_constraints is not None:
-                h = _column(con.path_constraints(X[k], U[k], p), "path_constraints")
+                h = _column(con.path_constraints(X[k], U[k], p[:, k]), "path_constraints")
                 nh = h.numel()
                 g.append(h)
         eN = X[N] - xr[:, N]
         cost += ca.bilin(Qf, eN, eN)
         if cost_spec.terminal_cost is not None:
-            cost += _scalar(cost_spec.terminal_cost(X[N], p), "terminal_cost")
+            cost += _scalar(cost_spec.terminal_cost(X[N], p[:, N - 1]), "terminal_cost")
         nc = 0
         if con.terminal_constraints is not None:
-            c = _column(con.terminal_constraints(X[N], p), "terminal_constraints")
+            c = _column(con.terminal_constraints(X[N], p[:, N - 1]), "terminal_constraints")
             nc = c.numel()
             g.append(c)
 
@@ -402,8 +417,22 @@ class MultipleShootingOCP:
 
     # ----------------------------------------------------------------- solve
     def parameters(self, x0: object, x_ref: object = None, u_ref: object = None, p: object = None,
-                   t0: float = 0.0) -> FloatArray:
+                   t0: float = 0.0, u_prev: object = None) -> FloatArray:
         """The NLP parameter vector for one solve (validated; see `ShootingLayout`).
+
+        Parameters
+        ----------
+        x0 : array_like, shape (nx,)
+        x_ref : array_like, shape (nx,) or (N+1, nx), optional
+            Default: the OCP's.
+        u_ref : array_like, shape (nu,) or (N, nu), optional
+            Default: the OCP's.
+        p : array_like, shape (np,) or (N, np), optional
+            One vector for every interval, or row k for interval k; default
+            the model's nominal ``p0``.
+        t0 : float, default 0
+        u_prev : array_like, shape (nu,), optional
+            u_{-1} of the rate penalty; default zeros.
 
         Returns
         -------
@@ -415,8 +444,9 @@ class MultipleShootingOCP:
         ur = self.u_ref if u_ref is None else _validate.stage_rows(u_ref, N, self.nu, "u_ref")
         if x_ref is not None or u_ref is not None:
             self._check_references(xr, ur)
-        pv = self.model.p0 if p is None else _validate.vector(p, self.np, "p", broadcast=False)
-        return self.layout.pack_parameters(x0v, xr, ur, pv, _validate.real(t0, "t0"))
+        pv = self.model.p0 if p is None else _validate.stage_rows(p, N, self.np, "p")
+        prev = None if u_prev is None else _validate.vector(u_prev, self.nu, "u_prev", broadcast=False)
+        return self.layout.pack_parameters(x0v, xr, ur, pv, _validate.real(t0, "t0"), prev)
 
     def initial_guess(self, x0: object, u_ref: object = None) -> FloatArray:
         """Cold-start guess: every state at x0, every input at its reference clipped to the bounds.
@@ -439,6 +469,7 @@ class MultipleShootingOCP:
         u_ref: object = None,
         p: object = None,
         t0: float = 0.0,
+        u_prev: object = None,
     ) -> OCPSolution:
         """Solve from the initial state `x0`.
 
@@ -447,8 +478,18 @@ class MultipleShootingOCP:
         x0 : array_like, shape (nx,)
         warm_start : OCPSolution, optional
             Primal and dual start, e.g. a previous solution or ``sol.shifted()``.
-        x_ref, u_ref, p, t0 : optional
-            Override the references, model parameters and start time for this solve.
+        x_ref : array_like, shape (nx,) or (N+1, nx), optional
+            State reference for this solve: one vector, or row k for x_k.
+        u_ref : array_like, shape (nu,) or (N, nu), optional
+            Input reference: one vector, or row k for u_k.
+        p : array_like, shape (np,) or (N, np), optional
+            Model parameters: one vector, or row k for interval k (the
+            terminal cost and constraints use row N-1); default ``model.p0``.
+        t0 : float, default 0
+            Start time (for models that depend on t).
+        u_prev : array_like, shape (nu,), optional
+            The input applied before u_0, for the rate penalty `R_delta`;
+            default zeros.
 
         Returns
         -------
@@ -456,7 +497,7 @@ class MultipleShootingOCP:
             A failed or infeasible solve returns ``success == False`` with
             the solver's status; it does not raise.
         """
-        P = self.parameters(x0, x_ref, u_ref, p, t0)
+        P = self.parameters(x0, x_ref, u_ref, p, t0, u_prev)
         args: dict[str, Any] = dict(p=P, lbx=self.lbx, ubx=self.ubx, lbg=self._lbg, ubg=self._ubg)
         if warm_start is not None:
             if not isinstance(warm_start, OCPSolution):
@@ -498,7 +539,7 @@ class MultipleShootingOCP:
         return np.maximum(0.0, np.maximum(lo - xs, xs - hi))
 
     def cost(self, x: FloatArray, u: FloatArray, *, x_ref: object = None, u_ref: object = None,
-             p: object = None, t0: float = 0.0) -> float:
+             p: object = None, t0: float = 0.0, u_prev: object = None) -> float:
         """The objective of a given trajectory under this OCP's weights and references.
 
         With soft state bounds the slacks are the smallest that the states need.
@@ -507,8 +548,11 @@ class MultipleShootingOCP:
         ----------
         x : ndarray, shape (N+1, nx)
         u : ndarray, shape (N, nu)
+        x_ref, u_ref, p, t0, u_prev : optional
+            As for `solve` (shapes (nx,) or (N+1, nx), (nu,) or (N, nu),
+            (np,) or (N, np), scalar, (nu,)).
         """
         x, u = np.asarray(x, dtype=float), np.asarray(u, dtype=float)
         w = self.layout.pack_w(x, u, self.minimal_slacks(x))
-        P = self.parameters(np.asarray(x, dtype=float)[0], x_ref, u_ref, p, t0)
+        P = self.parameters(np.asarray(x, dtype=float)[0], x_ref, u_ref, p, t0, u_prev)
         return float(self._cost_fn(w, P))

@@ -42,9 +42,10 @@ def _callable(value: object, what: str) -> None:
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class QuadraticCost:
-    """``sum_{k<N} |x_k - xr_k|_Q^2 + |u_k - ur_k|_R^2 + |x_N - xr_N|_{Q_terminal}^2`` plus extra terms.
+    """``sum_{k<N} |x_k - xr_k|_Q^2 + |u_k - ur_k|_R^2 + |u_k - u_{k-1}|_{R_delta}^2 + |x_N - xr_N|_{Q_terminal}^2``.
 
-    No factor 1/2 and no dt weighting.
+    Plus extra terms. No factor 1/2 and no dt weighting; u_{-1} is the input
+    applied before the horizon (``solve(..., u_prev=...)``, zero by default).
 
     Parameters
     ----------
@@ -54,6 +55,9 @@ class QuadraticCost:
         Input weight; default 0.01 I.
     Q_terminal : array_like, shape (nx, nx) or (nx,), optional
         Terminal weight; default `Q`.
+    R_delta : array_like, shape (nu, nu) or (nu,), optional
+        Weight of the input changes u_k - u_{k-1}, k = 0..N-1 (do-mpc's
+        ``rterm``); default none (zero).
     x_ref : array_like, shape (nx,) or (N+1, nx), optional
         State reference (default zeros); each solve may override it.
     u_ref : array_like, shape (nu,) or (N, nu), optional
@@ -73,13 +77,14 @@ class QuadraticCost:
     Q: Any = None
     R: Any = None
     Q_terminal: Any = None
+    R_delta: Any = None
     x_ref: Any = None
     u_ref: Any = None
     stage_cost: StageFunction | None = None
     terminal_cost: TerminalFunction | None = None
 
     def __post_init__(self) -> None:
-        for name in ("Q", "R", "Q_terminal"):
+        for name in ("Q", "R", "Q_terminal", "R_delta"):
             value = getattr(self, name)
             if value is not None:
                 object.__setattr__(self, name, _validate.weight(value, None, name))

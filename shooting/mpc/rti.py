@@ -13,6 +13,12 @@ Gauss-Newton Hessian is the cost's own Hessian), giving one sparse QP per
 sample. Everything except the initial state is computed before the state
 is measured (preparation phase); the feedback phase only sets x_0 and
 solves the QP. The solution, shifted one stage, is the next guess.
+
+Time-varying data (references, model parameters per stage, the previous
+input of the rate penalty) enter the QP through the parameter vector P. The
+preparation for the next sample assumes this sample's data shifted one stage
+(exact for constant data); a sample whose data differ from that is prepared
+again before its feedback.
 """
 
 from __future__ import annotations
@@ -118,7 +124,7 @@ class RTIController:
         xr, ur, p, t0 = par["x_ref"], par["u_ref"], par["p"], par["t0"]
         Xb = ca.horzcat(*L.states(wb)[:N])
         Ub = ca.horzcat(*L.inputs(wb))
-        Fn, A, B = F.map(N).call([Xb, Ub, ca.repmat(p, 1, N), t0 + ca.DM(np.arange(N) * ocp.dt).T, ocp.dt])[:3]
+        Fn, A, B = F.map(N).call([Xb, Ub, p, t0 + ca.DM(np.arange(N) * ocp.dt).T, ocp.dt])[:3]
 
         # Constraint rows (the OCP's g: RTI has no path or terminal rows): x_0 = x0,
         # then -A_k x_k - B_k u_k + x_{k+1} = F_k - A_k xb_k - B_k ub_k, then the
@@ -151,6 +157,7 @@ class RTIController:
         for k in range(N):
             H[L.u_idx[k], L.u_idx[k]] = 2 * ocp.R
             g[L.u_idx[k]] = -2 * ca.mtimes(ca.DM(ocp.R), ur[:, k])
+        self._rate_penalty(H, g, par["u_prev"])
         for slack in L.s_idx.ravel().tolist():
             H[slack, slack] = 2 * ocp.slack_l2
             g[slack] = ocp.slack_l1
@@ -180,8 +187,22 @@ class RTIController:
                                   "polish": True}})
         self._qp = ca.conic("rti_qp", qp_solver, {"h": Hq.sparsity(), "a": Acon.sparsity()}, opts)
 
+    def _rate_penalty(self, H: ca.DM, g: ca.SX, u_prev: ca.SX) -> None:
+        """Add sum_k (u_k - u_{k-1})' Rd (u_k - u_{k-1}), u_{-1} = u_prev, to 1/2 w' H w + g' w (in place)."""
+        ocp, L = self.ocp, self.ocp.layout
+        if not ocp.R_delta.any():
+            return
+        Rd = ocp.R_delta
+        # d/du of the sum: u_k appears in the terms k and k+1 (the last input in one only).
+        for k in range(L.horizon):
+            H[L.u_idx[k], L.u_idx[k]] += 2 * Rd * (2 if k + 1 < L.horizon else 1)
+            if k + 1 < L.horizon:
+                H[L.u_idx[k], L.u_idx[k + 1]] = -2 * Rd
+                H[L.u_idx[k + 1], L.u_idx[k]] = -2 * Rd
+        g[L.u_idx[0]] += -2 * ca.mtimes(ca.DM(Rd), u_prev)
+
     def _extra_cost(self, wb: ca.SX, p: ca.SX) -> ca.SX | None:
-        """The OCP's stage_cost and terminal_cost summed over the horizon at wb, or None."""
+        """The OCP's stage_cost and terminal_cost summed over the horizon at wb (p: column k for stage k)."""
         cost = self.ocp.problem.cost
         if cost.stage_cost is None and cost.terminal_cost is None:
             return None
@@ -190,9 +211,9 @@ class RTIController:
         total: ca.SX = ca.SX(0)
         if cost.stage_cost is not None:
             for k in range(L.horizon):
-                total += cost.stage_cost(X[k], U[k], p)
+                total += cost.stage_cost(X[k], U[k], p[:, k])
         if cost.terminal_cost is not None:
-            total += cost.terminal_cost(X[L.horizon], p)
+            total += cost.terminal_cost(X[L.horizon], p[:, L.horizon - 1])
         return total
 
     @property
@@ -201,42 +222,79 @@ class RTIController:
         return self._guess
 
     def reset(self) -> None:
-        """Forget the trajectory guess; the next `step` initialises again."""
+        """Forget the trajectory guess and the last input; the next `step` initialises again.
+
+        After a reset the rate penalty's u_{-1} is zero (the OCP's default)
+        until a `step` applies an input or is given ``u_prev``.
+        """
         self._guess: QPPoint | None = None
         self.last_qp: QPPoint | None = None
         self._prepared: tuple[Any, npt.NDArray[np.float64], npt.NDArray[np.float64], Any] | None = None
+        self._prepared_P: npt.NDArray[np.float64] | None = None
+        self.u_last = np.zeros(self.ocp.nu)
         self.feedback_times.clear()
         self.preparation_times.clear()
 
-    def _prepare(self, t: float) -> None:
+    def _prepare(self, t: float, P: npt.NDArray[np.float64] | None = None) -> float:
+        """Linearise at the guess and build the QP for parameters P (default: the OCP's data at `t`).
+
+        Returns the seconds it took (also appended to `preparation_times`).
+        """
         assert self._guess is not None
         t_start = time.perf_counter()
-        P = self.ocp.parameters(np.zeros(self.ocp.nx), t0=t)
+        if P is None:
+            P = self.ocp.parameters(np.zeros(self.ocp.nx), t0=t, u_prev=self.u_last)
         A, b, g, H = self._data(self._guess.w, P)
         self._prepared = (A, np.array(b).ravel(), np.array(g).ravel(), H)
-        self.preparation_times.append(time.perf_counter() - t_start)
+        self._prepared_P = np.array(P, dtype=float)
+        elapsed = time.perf_counter() - t_start
+        self.preparation_times.append(elapsed)
+        return elapsed
 
-    def step(self, x: npt.ArrayLike, t: float) -> ControlStep:
+    @property
+    def horizon(self) -> int:
+        """The OCP's number of intervals N."""
+        return int(self.ocp.horizon)
+
+    def step(self, x: npt.ArrayLike, t: float, *, x_ref: npt.ArrayLike | None = None,
+             u_ref: npt.ArrayLike | None = None, p: npt.ArrayLike | None = None,
+             u_prev: npt.ArrayLike | None = None) -> ControlStep:
         """Feedback for the measured state `x` at time `t`; then prepare the next sample.
 
         Parameters
         ----------
         x : array_like, shape (nx,)
         t : float
+        x_ref : array_like, shape (nx,) or (N+1, nx), optional
+            This sample's state reference over the horizon (default the OCP's).
+        u_ref : array_like, shape (nu,) or (N, nu), optional
+            Input reference (default the OCP's).
+        p : array_like, shape (np,) or (N, np), optional
+            Model parameters per interval (default ``model.p0``).
+        u_prev : array_like, shape (nu,), optional
+            u_{-1} of the rate penalty (default: the input this controller
+            applied last, zero after `reset`).
 
         Returns
         -------
         ControlStep
-            ``u`` (nu,), ``solve_time`` (feedback + preparation seconds),
-            ``success``, ``status`` (the QP solver's), ``iterations``.
+            ``u`` (nu,), ``solve_time`` (feedback + preparation seconds of this
+            sample), ``success``, ``status`` (the QP solver's), ``iterations``.
         """
         ocp = self.ocp
         L = ocp.layout
         xv = _validate.vector(x, ocp.nx, "x", broadcast=False)
+        prev = self.u_last if u_prev is None else u_prev
+        P = ocp.parameters(np.zeros(ocp.nx), x_ref, u_ref, p, t, prev)
+        prepare = 0.0
         if self._guess is None:
-            w0 = ocp.solve(xv, t0=t).w.copy() if self.initialize_with_ipopt else ocp.initial_guess(xv)
+            w0 = self._initial_guess(xv, P)
             self._guess = QPPoint(w0, None, None)
-            self._prepare(t)
+            prepare += self._prepare(t, P)
+        elif self._prepared_P is None or not np.allclose(P, self._prepared_P, rtol=1e-12, atol=0.0):
+            # Data other than the preparation assumed (the relative tolerance
+            # forgives t0 = k dt computed as (k-1) dt + dt): a new QP.
+            prepare += self._prepare(t, P)
         assert self._prepared is not None
         A, b, g, H = self._prepared
         lba, uba = self._lba.copy(), self._uba.copy()
@@ -256,12 +314,21 @@ class RTIController:
         stats = self._qp.stats()
         w = np.array(res["x"]).ravel()
         u = np.clip(w[L.u_idx[0]], ocp.u_min, ocp.u_max)
+        self.u_last = u.copy()
         # Shift primal and dual values one stage: the next linearisation point
         # and multiplier guess (the QP's rows are the OCP's initial-state and
-        # dynamics rows, laid out as in g).
+        # dynamics rows, laid out as in g); the data shift with them.
         self.last_qp = QPPoint(w, np.array(res["lam_a"]).ravel(), np.array(res["lam_x"]).ravel())
         self._guess = self.last_qp.shifted(L)
-        self._prepare(t + self.dt)
-        return ControlStep(u=u, solve_time=feedback + self.preparation_times[-1],
+        prepare += self._prepare(t + self.dt, L.shift_parameters(P, self.dt, u))
+        return ControlStep(u=u, solve_time=feedback + prepare,
                            success=bool(stats.get("success", True)), status=str(stats.get("return_status", "")),
                            iterations=int(stats.get("iter_count", 0)))
+
+    def _initial_guess(self, x: npt.NDArray[np.float64], P: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        """The first linearisation point: IPOPT's solution for this sample's data (or the OCP's cold guess)."""
+        ocp = self.ocp
+        if not self.initialize_with_ipopt:
+            return ocp.initial_guess(x)
+        d = ocp.layout.unpack_parameters(P)
+        return ocp.solve(x, x_ref=d["x_ref"], u_ref=d["u_ref"], p=d["p"], t0=d["t0"], u_prev=d["u_prev"]).w.copy()
