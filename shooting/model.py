@@ -1,4 +1,5 @@
-"""A validated symbolic model x' = f(x, u, p, t) built on CasADi SX."""
+"""A validated symbolic model x' = f(x, u, p, t), or a semi-explicit index-1 DAE
+x' = f(x, z, u, p, t), 0 = g(x, z, u, p, t), built on CasADi SX."""
 
 from __future__ import annotations
 
@@ -42,6 +43,10 @@ def _symbol_vector(value: object, what: str, *, allow_none: bool) -> ca.SX:
 class Model:
     """A continuous-time model x' = f(x, u, p, t) in CasADi SX symbols.
 
+    With algebraic states `z` it is the semi-explicit DAE
+    x' = f(x, z, u, p, t), 0 = g(x, z, u, p, t) of index 1: the Jacobian
+    dg/dz must be nonsingular, so that g determines z from (x, u, p, t).
+
     Parameters
     ----------
     name : str
@@ -74,15 +79,31 @@ class Model:
         One line shown by ``shooting-codegen list``.
     time_unit : str, default "s"
         The unit of t and dt (``"s"``, ``"min"``, ``"h"``), for plots and messages.
+    z : casadi.SX, shape (nz, 1), optional
+        Algebraic state symbols; `xdot` may depend on them.
+    alg : casadi.SX, shape (nz, 1)
+        The algebraic equations 0 = g(x, z, u, p, t), one per algebraic
+        state; required with `z`.
+    z0 : array_like, shape (nz,), optional
+        Guess of z at the nominal point (default zeros); dg/dz must be
+        nonsingular at (x0, z0, u0, p0, t = 0).
+    z_min, z_max : array_like, shape (nz,), optional
+        Bounds on the algebraic states (default -inf / +inf), imposed by the
+        OCP as path constraints.
+    algebraic_names : sequence of str, optional
+        Labels of z (default ``z0, z1, ...``).
 
     Attributes
     ----------
-    nx, nu, np : int
-        Numbers of states, inputs and parameters.
+    nx, nu, np, nz : int
+        Numbers of states, inputs, parameters and algebraic states.
     f : casadi.Function
         ``f(x, u, p, t) -> xdot`` with named inputs and output; ``p`` is 0x1
         when the model has none, and ``t`` is accepted (and ignored) when the
-        dynamics do not depend on time.
+        dynamics do not depend on time. For a DAE (``nz > 0``):
+        ``f(x, z, u, p, t) -> xdot``.
+    g : casadi.Function or None
+        For a DAE, ``g(x, z, u, p, t) -> alg``; None for an ODE.
 
     Raises
     ------
@@ -113,6 +134,12 @@ class Model:
         dt: float | None = None,
         description: str = "",
         time_unit: str = "s",
+        z: ca.SX | None = None,
+        alg: ca.SX | None = None,
+        z0: Sequence[float] | np.ndarray | None = None,
+        z_min: Sequence[float] | np.ndarray | None = None,
+        z_max: Sequence[float] | np.ndarray | None = None,
+        algebraic_names: Sequence[str] | None = None,
     ) -> None:
         self.name = _validate.identifier(name, "model name")
         self.x = _symbol_vector(x, "x", allow_none=False)
@@ -120,6 +147,7 @@ class Model:
             raise ValueError("x is empty: a model needs at least one state")
         self.u = _symbol_vector(u, "u", allow_none=True)
         self.p = _symbol_vector(p, "p", allow_none=True)
+        self.z = _symbol_vector(z, "z", allow_none=True)
         if t is None:
             self.t = ca.SX.sym("t")
             self.time_varying = False
@@ -131,9 +159,10 @@ class Model:
         self.nx = int(self.x.numel())
         self.nu = int(self.u.numel())
         self.np = int(self.p.numel())
+        self.nz = int(self.z.numel())
 
         seen: dict[int, str] = {}
-        for what, vec in (("x", self.x), ("u", self.u), ("p", self.p), ("t", self.t)):
+        for what, vec in (("x", self.x), ("z", self.z), ("u", self.u), ("p", self.p), ("t", self.t)):
             for i in range(vec.numel()):
                 key = vec[i].element_hash()
                 sym = vec[i].name()
@@ -143,7 +172,15 @@ class Model:
                     )
                 seen[key] = what
 
-        self.xdot = self._check_xdot(xdot)
+        self.xdot = self._check_expression(xdot, self.nx, "xdot", "x", "give one derivative per state")
+        if self.nz and alg is None:
+            raise ValueError(f"z has {self.nz} algebraic state(s) but alg is missing: give the equations "
+                             f"0 = g(x, z, u, p, t) as alg=ca.vertcat(...), one per algebraic state")
+        if not self.nz and alg is not None:
+            raise ValueError("alg is given but z is not: declare the algebraic states, z=ca.SX.sym('z', n), "
+                             "or drop alg")
+        self.alg = self._check_expression(alg, self.nz, "alg", "z", "give one equation per algebraic state") \
+            if self.nz else ca.SX(0, 1)
 
         self.state_names = _validate.names(state_names, self.nx, "x", "state_names")
         self.input_names = _validate.names(input_names, self.nu, "u", "input_names")
@@ -162,49 +199,107 @@ class Model:
         self.u_max = _validate.vector(u_max, self.nu, "u_max", default=np.inf, allow_inf=True)
         _validate.bounds(self.x_min, self.x_max, "x")
         _validate.bounds(self.u_min, self.u_max, "u")
+        if not self.nz:
+            given = {"z0": z0, "z_min": z_min, "z_max": z_max, "algebraic_names": algebraic_names}
+            for option, value in given.items():
+                if value is not None:
+                    raise ValueError(f"{option} is given but the model has no algebraic states: declare z and alg, "
+                                     f"or drop {option}")
+        self.algebraic_names = _validate.names(algebraic_names, self.nz, "z", "algebraic_names")
+        self.z0 = _validate.vector(z0, self.nz, "z0", default=0.0)
+        self.z_min = _validate.vector(z_min, self.nz, "z_min", default=-np.inf, allow_inf=True)
+        self.z_max = _validate.vector(z_max, self.nz, "z_max", default=np.inf, allow_inf=True)
+        _validate.bounds(self.z_min, self.z_max, "z")
         self.dt = None if dt is None else _validate.positive_real(dt, "dt")
         self.description = str(description)
         if not isinstance(time_unit, str) or not time_unit.strip() or len(time_unit) > 16:
             raise ValueError(f"time_unit must be a short unit name such as 's', 'min' or 'h', got {time_unit!r}")
         self.time_unit = time_unit.strip()
 
-        self.f = ca.Function(
-            "f",
-            [self.x, self.u, self.p, self.t],
-            [self.xdot],
-            ["x", "u", "p", "t"],
-            ["xdot"],
-        )
+        if self.nz:
+            args, arg_names = [self.x, self.z, self.u, self.p, self.t], ["x", "z", "u", "p", "t"]
+            self.f = ca.Function("f", args, [self.xdot], arg_names, ["xdot"])
+            self.g: ca.Function | None = ca.Function("g", args, [self.alg], arg_names, ["alg"])
+            check_index_one(self)
+        else:
+            self.f = ca.Function("f", [self.x, self.u, self.p, self.t], [self.xdot], ["x", "u", "p", "t"], ["xdot"])
+            self.g = None
 
-    def _check_xdot(self, xdot: object) -> ca.SX:
-        if isinstance(xdot, (list, tuple)):
+    @property
+    def is_dae(self) -> bool:
+        """True when the model has algebraic states."""
+        return self.nz > 0
+
+    def _check_expression(self, expr: object, n: int, what: str, against: str, fix: str) -> ca.SX:
+        """`expr` as a dense SX column of length `n` in the model's symbols, or ValueError naming `what`."""
+        if isinstance(expr, (list, tuple)):
             try:
-                xdot = ca.vertcat(*xdot)
+                expr = ca.vertcat(*expr)
             except Exception:  # noqa: BLE001 - anything casadi rejects is a user error here
-                raise ValueError("xdot is a list that casadi cannot stack: give an SX column vector") from None
-        if isinstance(xdot, ca.MX):
-            raise ValueError("xdot is a casadi.MX expression; build the model from SX symbols")
-        if isinstance(xdot, (ca.DM, np.ndarray, int, float)):
-            xdot = ca.SX(ca.DM(xdot))
-        if not isinstance(xdot, ca.SX):
-            raise ValueError(f"xdot must be a casadi.SX expression, got {type(xdot).__name__}")
-        if xdot.shape != (self.nx, 1):
-            raise ValueError(
-                f"xdot has shape {xdot.shape} but x has shape ({self.nx}, 1): give one derivative per state"
-            )
-        allowed = {s.element_hash() for v in (self.x, self.u, self.p, self.t) for s in ca.symvar(v)}
-        free = [s.name() for s in ca.symvar(xdot) if s.element_hash() not in allowed]
+                raise ValueError(f"{what} is a list that casadi cannot stack: give an SX column vector") from None
+        if isinstance(expr, ca.MX):
+            raise ValueError(f"{what} is a casadi.MX expression; build the model from SX symbols")
+        if isinstance(expr, (ca.DM, np.ndarray, int, float)):
+            expr = ca.SX(ca.DM(expr))
+        if not isinstance(expr, ca.SX):
+            raise ValueError(f"{what} must be a casadi.SX expression, got {type(expr).__name__}")
+        if expr.shape != (n, 1):
+            raise ValueError(f"{what} has shape {expr.shape} but {against} has shape ({n}, 1): {fix}")
+        allowed = {s.element_hash() for v in (self.x, self.z, self.u, self.p, self.t) for s in ca.symvar(v)}
+        free = [s.name() for s in ca.symvar(expr) if s.element_hash() not in allowed]
         if free:
+            where = "x, z, u, p or t" if self.nz else "x, u, p or t"
             raise ValueError(
-                f"xdot depends on free symbol(s) {', '.join(repr(n) for n in free)} that are not in x, u, p or t: "
-                f"declare them as parameters (p) or substitute numbers"
+                f"{what} depends on free symbol(s) {', '.join(repr(n) for n in free)} that are not in {where}: "
+                f"declare them as parameters (p){' or algebraic states (z)' if what == 'alg' else ''} "
+                f"or substitute numbers"
             )
-        return ca.densify(xdot)
+        return ca.densify(expr)
 
     @property
     def expression_hash(self) -> str:
         """SHA-256 of the serialised right-hand side, to tell generated code apart."""
-        return hashlib.sha256(self.f.serialize().encode()).hexdigest()
+        text = self.f.serialize() + ("" if self.g is None else self.g.serialize())
+        return hashlib.sha256(text.encode()).hexdigest()
 
     def __repr__(self) -> str:
-        return f"Model({self.name!r}, nx={self.nx}, nu={self.nu}, np={self.np})"
+        dae = f", nz={self.nz}" if self.nz else ""
+        return f"Model({self.name!r}, nx={self.nx}, nu={self.nu}, np={self.np}{dae})"
+
+
+#: Relative size of the smallest singular value of dg/dz below which the
+#: algebraic equations are taken as singular (index above 1).
+SINGULAR_RTOL = 1e-10
+
+
+def check_index_one(model: Model) -> None:
+    """Raise ValueError unless dg/dz is nonsingular at the model's nominal point (x0, z0, u0, p0, t = 0).
+
+    The message names the algebraic equations that do not determine z: those
+    that do not depend on z at all (a constraint on x alone: index 2 or more),
+    or those in the left null space of dg/dz.
+    """
+    Gz = ca.Function("g_z", [model.x, model.z, model.u, model.p, model.t], [ca.jacobian(model.alg, model.z)])
+    G = np.array(Gz(model.x0, model.z0, model.u0, model.p0, 0.0), dtype=float)
+    if not np.all(np.isfinite(G)):
+        raise ValueError(f"dg/dz of model {model.name} is not finite at the nominal point (x0, z0, u0, p0): "
+                         f"choose z0 where the algebraic equations are defined")
+    sv = np.linalg.svd(G, compute_uv=False)
+    scale = max(float(sv[0]), 1.0) if sv.size else 1.0
+    if sv.size and sv[-1] > SINGULAR_RTOL * scale:
+        return
+    zero_rows = [i for i in range(model.nz) if not np.any(G[i] != 0.0)]
+    if zero_rows:
+        culprits = zero_rows
+        why = "do not depend on z"
+    else:
+        U, s, _ = np.linalg.svd(G)
+        null = U[:, s <= SINGULAR_RTOL * scale] if s.size else U
+        culprits = [i for i in range(model.nz) if np.max(np.abs(null[i])) > 1e-8]
+        why = "are linearly dependent in z"
+    names = ", ".join(f"alg[{i}] ({model.alg[i]})"[:80] for i in culprits)
+    raise ValueError(
+        f"model {model.name}: dg/dz is singular at (x0, z0, u0, p0), so the algebraic equations {names} {why}: "
+        f"the DAE is not of index 1 there. Differentiate a constraint on x alone until z appears (index "
+        f"reduction), or give a z0 where dg/dz is nonsingular"
+    )

@@ -27,10 +27,13 @@ from shooting.codegen.emitter import CEmitter
 from shooting.codegen.templates import render
 from shooting.options import REALS, Real
 
-__all__ = ["STEP_INPUTS", "CExport", "export_files", "generate_c"]
+__all__ = ["DAE_STEP_INPUTS", "STEP_INPUTS", "CExport", "export_files", "generate_c"]
 
 #: The inputs of a step Function, in order: such a Function also gets ``NAME_step``.
 STEP_INPUTS = ["x", "u", "p", "t0", "dt"]
+
+#: The inputs of the step Function of a model with algebraic states.
+DAE_STEP_INPUTS = [*STEP_INPUTS, "z0"]
 
 
 def export_files(name: str) -> list[str]:
@@ -71,7 +74,11 @@ def _json(obj: object) -> str:
 
 
 def _is_step(F: ca.Function) -> bool:
-    return F.name_in() == STEP_INPUTS and F.n_out() >= 1 and F.name_out()[0] == "x_next"
+    return F.name_in() in (STEP_INPUTS, DAE_STEP_INPUTS) and F.n_out() >= 1 and F.name_out()[0] == "x_next"
+
+
+def _dae(F: ca.Function) -> bool:
+    return F.name_in() == DAE_STEP_INPUTS
 
 
 def _sparsity_array(sp: ca.Sparsity) -> list[int]:
@@ -166,12 +173,20 @@ def _header(F: ca.Function, name: str, R: str, real: str, step: bool, reentrant:
             f" * ({nx}x{nu}) are dense and column-major (A[i + {nx}*j] = d x_next[i] / d x[j]){no_sens}.\n"
             f" * p may be NULL when the model has no parameters; A and B may be NULL when not needed."
         )
-        step_decl = (f"int {name}_step(const {R}* x, const {R}* u, const {R}* p, {R} t0, {R} dt,\n"
-                     f"    {R}* x_next, {R}* A, {R}* B);\n")
+        z_in, z_out = _z_arguments(F, R)
+        if z_in:
+            nz = F.size1_in(5)
+            dims += f"#define {upper}_NZ {nz}\n"
+            usage = usage.replace(f"{name}_step(x, u, p, t0, dt, x_next, A, B)",
+                                  f"{name}_step(x, u, p, t0, dt, z0, x_next, A, B, z)")
+            usage += (f"\n * Algebraic states: z0[{nz}] is the guess of z at x (e.g. the z of the previous step);"
+                      f"\n * z[{nz}] receives the algebraic state consistent with x_next.")
+        step_decl = (f"int {name}_step(const {R}* x, const {R}* u, const {R}* p, {R} t0, {R} dt,{z_in}\n"
+                     f"    {R}* x_next, {R}* A, {R}* B{z_out});\n")
         if "err" in F.name_out():
             step_decl += (f"/* As {name}_step, plus the embedded error estimate err[NX] (may be NULL). */\n"
-                          f"int {name}_step_err(const {R}* x, const {R}* u, const {R}* p, {R} t0, {R} dt,\n"
-                          f"    {R}* x_next, {R}* A, {R}* B, {R}* err);\n")
+                          f"int {name}_step_err(const {R}* x, const {R}* u, const {R}* p, {R} t0, {R} dt,{z_in}\n"
+                          f"    {R}* x_next, {R}* A, {R}* B, {R}* err{z_out});\n")
     memory = ("Reentrant: all work memory is on the stack (no static state)." if reentrant else
               f"NOT reentrant: {static_reals} static {real}s of work memory are shared by all calls; "
               "do not call it from two threads or interrupt levels at once.")
@@ -182,23 +197,33 @@ def _header(F: ca.Function, name: str, R: str, real: str, step: bool, reentrant:
                   reentrant=1 if reentrant else 0, step_decl=step_decl)
 
 
+def _z_arguments(F: ca.Function, R: str) -> tuple[str, str]:
+    """The extra parameters of ``NAME_step`` for a model with algebraic states (else empty)."""
+    if not _dae(F):
+        return "", ""
+    return f" const {R}* z0,", f", {R}* z"
+
+
 def _step_wrappers(F: ca.Function, name: str, R: str, body: str) -> str:
     """``NAME_step`` (and ``NAME_step_err``): the documented call with named arguments."""
     outs = F.name_out()
+    z_in, z_out = _z_arguments(F, R)
+    named = {"x_next": "x_next", "A": "A", "B": "B", **({"z": "z"} if z_in else {})}
 
     def res_of(available: dict[str, str]) -> str:
         return "".join(f"  res[{i}] = {available.get(o, '0')};\n" for i, o in enumerate(outs))
 
-    common = (f"  const {R}* arg[5];\n  {R}* res[{len(outs)}];\n"
-              "  arg[0] = x; arg[1] = u; arg[2] = p; arg[3] = &t0; arg[4] = &dt;\n")
+    common = (f"  const {R}* arg[{F.n_in()}];\n  {R}* res[{len(outs)}];\n"
+              "  arg[0] = x; arg[1] = u; arg[2] = p; arg[3] = &t0; arg[4] = &dt;\n"
+              + ("  arg[5] = z0;\n" if z_in else ""))
     unused = "" if "A" in outs else "  (void)A; (void)B;\n"
-    code = (f"int {name}_step(const {R}* x, const {R}* u, const {R}* p, {R} t0, {R} dt,\n"
-            f"    {R}* x_next, {R}* A, {R}* B) {{\n{common}{unused}"
-            f"{res_of({'x_next': 'x_next', 'A': 'A', 'B': 'B'})}  return {body}(arg, res);\n}}\n\n")
+    code = (f"int {name}_step(const {R}* x, const {R}* u, const {R}* p, {R} t0, {R} dt,{z_in}\n"
+            f"    {R}* x_next, {R}* A, {R}* B{z_out}) {{\n{common}{unused}"
+            f"{res_of(named)}  return {body}(arg, res);\n}}\n\n")
     if "err" in outs:
-        code += (f"int {name}_step_err(const {R}* x, const {R}* u, const {R}* p, {R} t0, {R} dt,\n"
-                 f"    {R}* x_next, {R}* A, {R}* B, {R}* err) {{\n{common}{unused}"
-                 f"{res_of({'x_next': 'x_next', 'A': 'A', 'B': 'B', 'err': 'err'})}"
+        code += (f"int {name}_step_err(const {R}* x, const {R}* u, const {R}* p, {R} t0, {R} dt,{z_in}\n"
+                 f"    {R}* x_next, {R}* A, {R}* B, {R}* err{z_out}) {{\n{common}{unused}"
+                 f"{res_of({**named, 'err': 'err'})}"
                  f"  return {body}(arg, res);\n}}\n\n")
     return code
 

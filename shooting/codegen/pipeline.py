@@ -152,6 +152,8 @@ def _step_metadata(F: ca.Function) -> dict[str, Any]:
                     **tab.to_dict()},
         "steps": info.steps, "sensitivities": info.sensitivities,
         "newton": info.newton, "newton_iterations": info.newton_iterations,
+        **({"z0": [float(v) for v in model.z0], "algebraic_names": list(model.algebraic_names)}
+           if model.nz else {}),
     }
 
 

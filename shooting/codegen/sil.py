@@ -73,10 +73,16 @@ class HostStep:
     sensitivities). `dt` defaults to the export's. Calling it costs a few
     microseconds (see ``scripts/bench_controller.py``).
 
+    For a model with algebraic states the call is
+    ``step(x, u, p=None, t0=0.0, dt=None, z0=None)`` and returns a fourth
+    array, ``z`` (nz,), the algebraic state consistent with ``x_next``;
+    `z0` is the guess of z at x (default the model's z0 recorded in the
+    manifest, else zeros).
+
     Attributes
     ----------
     name, real : str
-    nx, nu, np : int
+    nx, nu, np, nz : int
     dt : float or None
     """
 
@@ -89,6 +95,8 @@ class HostStep:
         self.real: Real = manifest["real"]
         ins = manifest["inputs"]
         self.nx, self.nu, self.np = int(ins["x"][0]), int(ins["u"][0]), int(ins["p"][0])
+        self.nz = int(ins["z0"][0]) if "z0" in ins else 0
+        self.z0 = np.asarray(manifest.get("z0") or np.zeros(self.nz), dtype=float)
         self.dt = manifest.get("dt")
         self.sensitivities = "A" in manifest.get("outputs", {})
         source = folder / f"{self.name}.c"
@@ -100,7 +108,7 @@ class HostStep:
                                                 *(("-Wdouble-promotion",) if self.real == "float" else ())))
         fn = getattr(lib, f"{self.name}_step")
         R = real_ctype(self.real)
-        fn.argtypes = [ctypes.c_void_p] * 3 + [R, R] + [ctypes.c_void_p] * 3
+        fn.argtypes = [ctypes.c_void_p] * 3 + [R, R] + [ctypes.c_void_p] * (5 if self.nz else 3)
         fn.restype = ctypes.c_int
         self._fn = fn
         dtype = real_dtype(self.real)
@@ -108,11 +116,12 @@ class HostStep:
         self._xn = np.zeros(self.nx, dtype=dtype)
         self._A = np.zeros(self.nx * self.nx, dtype=dtype)
         self._B = np.zeros(max(self.nx * self.nu, 1), dtype=dtype)
+        self._z0, self._z = np.zeros(max(self.nz, 1), dtype=dtype), np.zeros(max(self.nz, 1), dtype=dtype)
         self._ptrs = [_pointer(a) for a in (self._x, self._u, self._p, self._xn, self._A, self._B)]
 
     def __call__(self, x: npt.ArrayLike, u: npt.ArrayLike, p: npt.ArrayLike | None = None, t0: float = 0.0,
-                 dt: float | None = None) -> tuple[FloatArray, FloatArray | None, FloatArray | None]:
-        """One step of the C: (x_next, A, B) as float64 arrays.
+                 dt: float | None = None, z0: npt.ArrayLike | None = None) -> tuple[FloatArray | None, ...]:
+        """One step of the C: (x_next, A, B) as float64 arrays, and z for a model with algebraic states.
 
         Raises
         ------
@@ -132,14 +141,24 @@ class HostStep:
         if step is None:
             raise ValueError(f"{self.name}: this export has no nominal dt: pass dt")
         px, pu, pp, pxn, pA, pB = self._ptrs
-        status = self._fn(px, pu, pp, t0, step, pxn, pA, pB)
+        if self.nz:
+            try:
+                self._z0[:self.nz] = self.z0 if z0 is None else z0
+            except ValueError:
+                raise ValueError(f"{self.name}: z0 must have {self.nz} entries") from None
+            status = self._fn(px, pu, pp, t0, step, _pointer(self._z0), pxn, pA, pB, _pointer(self._z))
+        else:
+            status = self._fn(px, pu, pp, t0, step, pxn, pA, pB)
         if status:
             raise ValueError(f"{self.name}_step returned {status}")
         x_next = self._xn.astype(np.float64)
-        if not self.sensitivities:
-            return x_next, None, None
-        return (x_next, self._A.astype(np.float64).reshape(self.nx, self.nx, order="F"),
-                self._B[:self.nx * self.nu].astype(np.float64).reshape(self.nx, self.nu, order="F"))
+        A = B = None
+        if self.sensitivities:
+            A = self._A.astype(np.float64).reshape(self.nx, self.nx, order="F")
+            B = self._B[:self.nx * self.nu].astype(np.float64).reshape(self.nx, self.nu, order="F")
+        if self.nz:
+            return x_next, A, B, self._z[:self.nz].astype(np.float64)
+        return x_next, A, B
 
 
 def load_step(directory: str | os.PathLike[str]) -> HostStep:

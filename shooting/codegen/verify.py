@@ -30,7 +30,7 @@ import casadi as ca
 import numpy as np
 
 from shooting.codegen import qemu_mps2, toolchain
-from shooting.codegen.c_files import STEP_INPUTS, CExport
+from shooting.codegen.c_files import DAE_STEP_INPUTS, STEP_INPUTS, CExport
 from shooting.codegen.rounding import UNIT_ROUNDOFF, rounding_spread
 from shooting.model import Model
 
@@ -119,11 +119,13 @@ def make_vectors(F: ca.Function, model: Model | None = None, *, n: int = 8, dt: 
     vectors = []
     times = [0.0, 0.7, 2.3, 5.1]
     for k in range(n):
-        if model is not None and F.name_in() == STEP_INPUTS:
+        if model is not None and F.name_in() in (STEP_INPUTS, DAE_STEP_INPUTS):
             lo = np.where(np.isfinite(model.u_min), model.u_min, model.u0 - 1.0)
             hi = np.where(np.isfinite(model.u_max), model.u_max, model.u0 + 1.0)
             vec = [model.x0 + 0.3 * rng.normal(size=model.nx), rng.uniform(lo, hi), model.p0.copy(),
                    np.array([times[k % len(times)]]), np.array([dt or model.dt or 0.1])]
+            if F.name_in() == DAE_STEP_INPUTS:
+                vec.append(model.z0.copy())
         else:
             vec = [rng.normal(size=F.nnz_in(i)) for i in range(F.n_in())]
         vectors.append([np.asarray(v, dtype=float).reshape(-1) for v in vec])
@@ -161,8 +163,10 @@ def harness_source(export: CExport, F: ca.Function, vectors: Sequence[Sequence[n
             outs = F.name_out()
             ptr = {o: f"out{i}" for i, o in enumerate(outs)}
             call = (f"{name}_step_err" if "err" in outs else f"{name}_step")
-            args = f"in{j}_0, in{j}_1, in{j}_2, in{j}_3[0], in{j}_4[0], {ptr['x_next']}, " \
-                   f"{ptr.get('A', '0')}, {ptr.get('B', '0')}" + (f", {ptr['err']}" if "err" in outs else "")
+            dae = "z" in outs
+            args = f"in{j}_0, in{j}_1, in{j}_2, in{j}_3[0], in{j}_4[0], " + (f"in{j}_5, " if dae else "") + \
+                   f"{ptr['x_next']}, {ptr.get('A', '0')}, {ptr.get('B', '0')}" + \
+                   (f", {ptr['err']}" if "err" in outs else "") + (f", {ptr['z']}" if dae else "")
             lines.append(f"  status |= {call}({args});")
         else:
             lines.append(f"  {{ const {R}* arg[{max(1, F.n_in())}] = {{"

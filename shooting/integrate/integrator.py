@@ -27,13 +27,15 @@ import casadi as ca
 import numpy as np
 
 from shooting import _validate
+from shooting.integrate.dae import DAESubstepBuilder
 from shooting.integrate.substep import SubstepBuilder
 from shooting.model import Model
 from shooting.options import NEWTON_METHODS, SENSITIVITIES, NewtonMethod, Sensitivities
 from shooting.tableaus.catalogue import get_tableau
 from shooting.tableaus.tableau import ButcherTableau
 
-__all__ = ["DEFAULT_NEWTON_ITERATIONS", "DEFAULT_SIMPLIFIED_NEWTON_ITERATIONS", "INPUT_NAMES", "MAX_NEWTON_ITERATIONS",
+__all__ = ["DAE_INPUT_NAMES", "DAE_SENSITIVITIES", "DEFAULT_NEWTON_ITERATIONS", "DEFAULT_SIMPLIFIED_NEWTON_ITERATIONS",
+           "INPUT_NAMES", "MAX_NEWTON_ITERATIONS",
            "MAX_STEPS", "UNROLL_MAX_STEPS", "StepInfo", "build_integrator", "newton_iterations_for", "resolve_tableau",
            "step_info"]
 
@@ -58,6 +60,15 @@ MAX_NEWTON_ITERATIONS = 100
 
 #: Input names of every step Function, in order.
 INPUT_NAMES = ["x", "u", "p", "t0", "dt"]
+
+#: Input names of the step Function of a model with algebraic states: the
+#: guess of z at x comes last.
+DAE_INPUT_NAMES = [*INPUT_NAMES, "z0"]
+
+#: Sensitivity modes available for models with algebraic states.
+DAE_SENSITIVITIES = ("forward", "none")
+
+Builder = SubstepBuilder | DAESubstepBuilder
 
 
 @dataclass(frozen=True)
@@ -196,6 +207,12 @@ def build_integrator(
         ``sensitivities="none"``) and, for embedded pairs, ``err (nx)``: the
         sum over substeps of the local error estimates
         ``h sum_i (b_i - b_hat_i) K_i``.
+        For a model with algebraic states (`shooting.integrate.dae`): one
+        more input ``z0 (nz)``, the guess of z at x, and one more output,
+        last, ``z (nz)``: the algebraic state consistent with x_next. Only
+        ``sensitivities`` "forward" and "none" are available there, and
+        ``newton_iterations`` counts the Newton steps of every algebraic
+        solve (``newton`` must be "full").
 
     Raises
     ------
@@ -218,7 +235,37 @@ def build_integrator(
     else:
         name = _validate.identifier(name, "name")
 
-    builder = SubstepBuilder(
+    if model.is_dae:
+        _check_dae_options(model, sensitivities, newton)
+        assert model.g is not None
+        builder: Builder = DAESubstepBuilder(
+            f=model.f, g=model.g, A=np.asarray(tab.A, dtype=float), b=np.asarray(tab.b, dtype=float),
+            c=np.asarray(tab.c, dtype=float), b_hat=None if tab.b_hat is None else np.asarray(tab.b_hat, dtype=float),
+            explicit=bool(tab.explicit), mode=sensitivities, newton_iterations=newton_iterations,
+        )
+    else:
+        builder = _ode_builder(model, tab, sensitivities, newton_iterations, newton)
+    assemble = _unrolled if unroll else _doubled
+    F = assemble(builder, steps, name)
+    assert not F.has_free(), "integrator Function has free symbols"
+    dae_newton = model.is_dae
+    _BUILT[F] = StepInfo(model, tab, steps, sensitivities, None if tab.explicit and not dae_newton else newton,
+                         None if tab.explicit and not dae_newton else newton_iterations, unroll)
+    return F
+
+
+def _check_dae_options(model: Model, sensitivities: str, newton: str) -> None:
+    if sensitivities not in DAE_SENSITIVITIES:
+        raise ValueError(f"sensitivities={sensitivities!r} is not available for model {model.name}, which has "
+                         f"algebraic states: use one of {', '.join(DAE_SENSITIVITIES)} (the same exact A and B)")
+    if newton != "full":
+        raise ValueError(f"newton={newton!r} is not available for model {model.name}, which has algebraic states: "
+                         f"use newton='full'")
+
+
+def _ode_builder(model: Model, tab: ButcherTableau, sensitivities: Sensitivities, newton_iterations: int,
+                 newton: NewtonMethod) -> SubstepBuilder:
+    return SubstepBuilder(
         f=model.f,
         A=np.asarray(tab.A, dtype=float),
         b=np.asarray(tab.b, dtype=float),
@@ -229,38 +276,48 @@ def build_integrator(
         newton_iterations=newton_iterations,
         simplified_newton=newton == "simplified",
     )
-    assemble = _unrolled if unroll else _doubled
-    F = assemble(builder, steps, name)
-    assert not F.has_free(), "integrator Function has free symbols"
-    _BUILT[F] = StepInfo(model, tab, steps, sensitivities, None if tab.explicit else newton,
-                         None if tab.explicit else newton_iterations, unroll)
-    return F
 
 
-def _output_names(builder: SubstepBuilder) -> list[str]:
+def _nz(builder: Builder) -> int:
+    return builder.nz if isinstance(builder, DAESubstepBuilder) else 0
+
+
+def _substep(builder: Builder, x: Any, S: Any, u: Any, p: Any, t: Any, h: Any, z: Any) -> tuple[Any, Any, Any, Any]:
+    """One substep of either builder: ``(x_next, S_next, err, z_next)``; z is None for an ODE."""
+    if isinstance(builder, DAESubstepBuilder):
+        return builder.step(x, S, u, p, t, h, z)
+    return (*builder.step(x, S, u, p, t, h), None)
+
+
+def _output_names(builder: Builder) -> list[str]:
     names = ["x_next"]
     if builder.mode != "none":
         names += ["A", "B"]
     if builder.b_hat is not None:
         names.append("err")
+    if _nz(builder):
+        names.append("z")
     return names
 
 
-def _symbols(builder: SubstepBuilder, kind: Any = ca.SX) -> tuple[Any, Any, Any, Any, Any]:
-    return (
-        kind.sym("x", builder.nx),
-        kind.sym("u", builder.nu),
-        kind.sym("p", builder.npar),
-        kind.sym("t0"),
-        kind.sym("dt"),
-    )
+def _input_names(builder: Builder) -> list[str]:
+    return DAE_INPUT_NAMES if _nz(builder) else INPUT_NAMES
 
 
-def _identity_seed(builder: SubstepBuilder) -> ca.DM:
+def _symbols(builder: Builder, kind: Any = ca.SX) -> list[Any]:
+    """Input symbols in the order of `_input_names`: x, u, p, t0, dt[, z0]."""
+    syms = [kind.sym("x", builder.nx), kind.sym("u", builder.nu), kind.sym("p", builder.npar), kind.sym("t0"),
+            kind.sym("dt")]
+    if _nz(builder):
+        syms.append(kind.sym("z0", _nz(builder)))
+    return syms
+
+
+def _identity_seed(builder: Builder) -> ca.DM:
     return ca.horzcat(ca.DM.eye(builder.nx), ca.DM(builder.nx, builder.nu))
 
 
-def _outputs(builder: SubstepBuilder, x: Any, S: Any, err: Any) -> list[Any]:
+def _outputs(builder: Builder, x: Any, S: Any, err: Any, z: Any) -> list[Any]:
     """Output list, dense: A and B are dense column-major (as documented), even where
     entries are structurally zero (e.g. a state that no derivative depends on)."""
     outs = [x]
@@ -268,57 +325,61 @@ def _outputs(builder: SubstepBuilder, x: Any, S: Any, err: Any) -> list[Any]:
         outs += [S[:, :builder.nx], S[:, builder.nx:]]
     if builder.b_hat is not None:
         outs.append(err)
+    if _nz(builder):
+        outs.append(z)
     return [ca.densify(o) for o in outs]
 
 
-def _unrolled(builder: SubstepBuilder, steps: int, name: str) -> ca.Function:
+def _unrolled(builder: Builder, steps: int, name: str) -> ca.Function:
     """All substeps in one flat SX function."""
-    x0, u, p, t0, dt = _symbols(builder)
+    ins = _symbols(builder)
+    x0, u, p, t0, dt = ins[:5]
+    z = ins[5] if _nz(builder) else None
     h = dt / steps
     ad_whole_map = builder.mode == "ad" and builder.explicit
     S: ca.SX | ca.DM | None = None if builder.mode == "none" or ad_whole_map else _identity_seed(builder)
     x, err = x0, None
     for n in range(steps):
-        x, S, e = builder.step(x, S, u, p, t0 + n * h if n else t0, h)
+        x, S, e, z = _substep(builder, x, S, u, p, t0 + n * h if n else t0, h, z)
         if e is not None:
             err = e if err is None else err + e
     if ad_whole_map:
         # "ad": CasADi's jacobian of the whole unrolled map.
         S = ca.horzcat(ca.jacobian(x, x0), ca.jacobian(x, u))
     return ca.Function(
-        name, [x0, u, p, t0, dt], _outputs(builder, x, S, err), INPUT_NAMES, _output_names(builder),
+        name, ins, _outputs(builder, x, S, err, z), _input_names(builder), _output_names(builder),
         {"cse": True},
     )
 
 
-def _doubled(builder: SubstepBuilder, steps: int, name: str) -> ca.Function:
-    """All substeps by binary doubling of one seeded substep function."""
-    nx, m = builder.nx, builder.nx + builder.nu
-    sens = builder.mode != "none"
-    emb = builder.b_hat is not None
+def _level_zero(builder: Builder, name: str) -> ca.Function:
+    """G_0: one substep with a symbolic seed S (and algebraic guess z), as flat SX.
 
-    # G_0: one substep with symbolic seed, as flat SX.
+    Empty inputs (p of a model without parameters, u of one without inputs)
+    are left out: CasADi's call of an MX Function with an empty argument
+    walks the whole call tree, which made building O(N) instead of O(log N).
+    """
+    nx, m, nz = builder.nx, builder.nx + builder.nu, _nz(builder)
+    sens = builder.mode != "none"
     xs, us, ps, ts, hs = ca.SX.sym("x", nx), ca.SX.sym("u", builder.nu), ca.SX.sym("p", builder.npar), \
         ca.SX.sym("t"), ca.SX.sym("h")
-    Ss = ca.SX.sym("S", nx, m)
-    x1, S1, e1 = builder.step(xs, Ss if sens else None, us, ps, ts, hs)
-    ins, in_names = [xs, Ss, us, ps, ts, hs], ["x", "S", "u", "p", "t", "h"]
-    outs, out_names = [x1], ["x_next"]
-    if not sens:
-        del ins[1], in_names[1]
-    elif S1 is not None:
-        outs.append(S1)
-        out_names.append("S_next")
-    if emb and e1 is not None:
-        outs.append(e1)
-        out_names.append("err")
-    # Empty inputs (p of a model without parameters, u of one without
-    # inputs) are left out of the level functions: CasADi's call of an MX
-    # Function with an empty argument walks the whole call tree, which made
-    # building O(N) instead of O(log N).
-    keep = [i for i, v in enumerate(ins) if v.numel() > 0]
-    ins, in_names = [ins[i] for i in keep], [in_names[i] for i in keep]
-    levels = [ca.Function(f"{name}_sub", ins, outs, in_names, out_names, {"cse": True})]
+    Ss, zs = ca.SX.sym("S", nx, m), ca.SX.sym("z", nz)
+    x1, S1, e1, z1 = _substep(builder, xs, Ss if sens else None, us, ps, ts, hs, zs if nz else None)
+    named = {"x": xs, "S": Ss if sens else None, "u": us, "p": ps, "t": ts, "h": hs, "z": zs if nz else None}
+    ins = {k: v for k, v in named.items() if v is not None and v.numel() > 0}
+    outs = {"x_next": x1, "S_next": S1 if sens else None, "err": e1, "z_next": z1}
+    outs = {k: v for k, v in outs.items() if v is not None}
+    return ca.Function(f"{name}_sub", list(ins.values()), list(outs.values()), list(ins), list(outs),
+                       {"cse": True})
+
+
+def _doubled(builder: Builder, steps: int, name: str) -> ca.Function:
+    """All substeps by binary doubling of one seeded substep function."""
+    sens = builder.mode != "none"
+    emb = builder.b_hat is not None
+    levels = [_level_zero(builder, name)]
+    in_names, out_names = levels[0].name_in(), levels[0].name_out()
+    carried = {"x": "x_next", "S": "S_next", "z": "z_next"}  # outputs that feed the next substep
 
     # G_k = G_{k-1} o G_{k-1}, as many levels as N has binary digits.
     while len(levels) < steps.bit_length():
@@ -326,28 +387,29 @@ def _doubled(builder: SubstepBuilder, steps: int, name: str) -> ca.Function:
         mx_in = [ca.MX.sym(n, prev.sparsity_in(i)) for i, n in enumerate(in_names)]
         a = dict(zip(in_names, mx_in, strict=True))
         first = prev.call(a)
-        second = prev.call({**a, "x": first["x_next"], **({"S": first["S_next"]} if sens else {}),
+        second = prev.call({**a, **{i: first[o] for i, o in carried.items() if i in a},
                             "t": a["t"] + float(2 ** (k - 1)) * a["h"]})
-        mx_out = [second["x_next"]] + ([second["S_next"]] if sens else []) + \
-            ([first["err"] + second["err"]] if emb else [])
-        levels.append(ca.Function(f"{name}_sub{2 ** k}", mx_in, mx_out, in_names, out_names))
+        out = dict(second)
+        if emb:
+            out["err"] = first["err"] + second["err"]
+        levels.append(ca.Function(f"{name}_sub{2 ** k}", mx_in, [out[o] for o in out_names], in_names, out_names))
 
     # Top level: the binary digits of N, starting from the identity seed
     # (one substep body in the generated code, whatever N is).
-    x0, u, p, t0, dt = _symbols(builder, ca.MX)
+    ins = _symbols(builder, ca.MX)
+    x0, u, p, t0, dt = ins[:5]
     h = dt / steps
-    x = x0
-    S = ca.MX(_identity_seed(builder)) if sens else None
+    state = {"x": x0, "S": ca.MX(_identity_seed(builder)) if sens else None, "z": ins[5] if _nz(builder) else None}
     err = None
     offset = 0
     for k in reversed(range(steps.bit_length())):
         if not (steps >> k) & 1:
             continue
-        args = {"x": x, "S": S, "u": u, "p": p, "t": t0 + float(offset) * h, "h": h}
+        args = {**state, "u": u, "p": p, "t": t0 + float(offset) * h, "h": h}
         r = levels[k].call({key: value for key, value in args.items() if key in in_names})
-        x = r["x_next"]
-        S = r["S_next"] if sens else None
+        state = {i: r[o] if o in r else None for i, o in carried.items()}
         if emb:
             err = r["err"] if err is None else err + r["err"]
         offset += 2 ** k
-    return ca.Function(name, [x0, u, p, t0, dt], _outputs(builder, x, S, err), INPUT_NAMES, _output_names(builder))
+    return ca.Function(name, ins, _outputs(builder, state["x"], state["S"], err, state["z"]),
+                       _input_names(builder), _output_names(builder))
