@@ -162,7 +162,7 @@ class _FakeOCP(shooting.MultipleShootingOCP):
         super().__init__(model, 2, dt=0.1)
         self.solutions, self.warm_starts = list(solutions), []
 
-    def solve(self, x0, *, warm_start=None, x_ref=None, u_ref=None, p=None, t0=0.0):
+    def solve(self, x0, *, warm_start=None, x_ref=None, u_ref=None, p=None, t0=0.0, u_prev=None):
         self.warm_starts.append(warm_start)
         return self.solutions.pop(0)
 

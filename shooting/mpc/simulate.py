@@ -4,11 +4,14 @@
 ``model``) against a plant integrated with many substeps of an accurate
 method (optionally a different model and with process noise) and returns a
 `Trajectory`, which reports solve-time statistics and writes JSON, CSV and
-PNG plots.
+PNG plots. Time-varying references and model parameters are callables of
+time, evaluated on each sample's horizon (`sample_horizon`) and handed to the
+controller's ``step`` (or an exported controller's ``set_reference``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from collections.abc import Sequence
@@ -22,7 +25,16 @@ import numpy.typing as npt
 from shooting import _validate
 from shooting.integrate.integrator import build_integrator
 from shooting.model import Model
-from shooting.mpc.controllers import Controller, ControlStep, MPCController
+from shooting.mpc.controllers import (
+    Controller,
+    ControlStep,
+    MPCController,
+    ParameterFunction,
+    ReferenceFunction,
+    StageData,
+    sample_horizon,
+    stage_keywords,
+)
 from shooting.mpc.ocp import MultipleShootingOCP
 from shooting.mpc.rti import RTIController
 from shooting.mpc.trajectory import Trajectory
@@ -113,6 +125,8 @@ def simulate_closed_loop(
     plant_method: str = "dopri5",
     plant_steps: int = 20,
     p: Sequence[float] | FloatArray | None = None,
+    reference: ReferenceFunction | None = None,
+    parameters: ParameterFunction | None = None,
     noise_std: float | Sequence[float] | FloatArray | None = None,
     seed: int = 0,
     progress: bool | Literal["always"] = True,
@@ -132,7 +146,9 @@ def simulate_closed_loop(
         Any object with ``step(x, t) -> ControlStep`` and attributes ``dt``
         and ``model`` (`MPCController`, `RTIController`, your own), or an OCP
         (wrapped in `MPCController`, with parameters `p`). Its ``reset()``, if
-        any, is called first, so every run starts cold.
+        any, is called first, so every run starts cold. When its ``step``
+        takes a ``u_prev`` keyword, it gets the input applied at the previous
+        sample (from the second sample on; the rate penalty's u_{-1}).
     x0 : array_like, shape (nx,)
         Initial plant state.
     steps : int
@@ -148,6 +164,18 @@ def simulate_closed_loop(
     p : array_like, shape (np,), optional
         Plant parameters (default the plant's ``p0``); also the controller's
         when `controller` is an OCP wrapped here.
+    reference : callable ``t -> (x_ref, u_ref)``, optional
+        A time-varying reference, shapes (nx,) and (nu,) (u_ref may be None:
+        the controller's own). At each sample it is evaluated at t_k + j dt,
+        j = 0..N for x_ref and j = 0..N-1 for u_ref, and passed to
+        ``controller.step(x, t, x_ref=..., u_ref=...)`` (or, for an exported C
+        controller, to its ``set_reference(j, x_ref, u_ref)``). The trajectory
+        records it per sample.
+    parameters : callable ``t -> p``, optional
+        Time-varying model parameters, shape (np,): the controller gets them
+        at t_k + j dt, j = 0..N-1 (``step(..., p=...)``, shape (N, np)) and
+        the plant uses ``parameters(t_k)`` over [t_k, t_k + dt]. Not
+        together with `p`.
     noise_std : float or array_like, shape (nx,), optional
         Standard deviation of the additive process noise per state.
     seed : int, default 0
@@ -168,22 +196,22 @@ def simulate_closed_loop(
     ------
     ValueError
         A controller that is neither an OCP nor a `Controller`, mismatched
-        plant dimensions, a bad `x0`, `steps`, `dt`, `p` or `noise_std`, or a
-        controller that returns an input of the wrong size or a non-finite one.
+        plant dimensions, a bad `x0`, `steps`, `dt`, `p` or `noise_std`, a
+        controller that returns an input of the wrong size or a non-finite
+        one, a `reference` or `parameters` the controller cannot take, or
+        one that returns the wrong shape (the message names the callable).
     """
+    if p is not None and parameters is not None:
+        raise ValueError("give the plant's parameters either as p (constant) or as parameters(t), not both")
     if isinstance(controller, MultipleShootingOCP):
-        controller = MPCController(controller, p=p)
+        controller = MPCController(controller, p=None if p is None else _validate.vector(
+            p, controller.model.np, "p", broadcast=False))
     if not isinstance(controller, Controller):
         raise ValueError(f"controller must be a MultipleShootingOCP or have a step(x, t) method and dt and "
                          f"model attributes, got {type(controller).__name__}")
     model = controller.model
     plant = model if plant is None else plant
-    if not isinstance(plant, Model) or not isinstance(model, Model):
-        raise ValueError(f"plant and controller.model must be shooting.Model objects, got "
-                         f"{type(plant).__name__} and {type(model).__name__}")
-    if (plant.nx, plant.nu) != (model.nx, model.nu):
-        raise ValueError(f"plant {plant.name} has nx={plant.nx}, nu={plant.nu} but the controller's model "
-                         f"{model.name} has nx={model.nx}, nu={model.nu}: they must match")
+    _check_plant(plant, model, parameters)
     K = _validate.integer(steps, "steps", minimum=0)
     dt = _validate.positive_real(controller.dt if dt is None else dt, "dt")
     x = _validate.vector(x0, plant.nx, "x0", broadcast=False)
@@ -192,6 +220,7 @@ def simulate_closed_loop(
     if progress not in (True, False, "always"):
         raise ValueError(f"progress must be True, False or 'always', got {progress!r}")
     rng = np.random.default_rng(_validate.integer(seed, "seed", minimum=0))
+    feed = _Feed(controller, model, dt, reference, parameters)
     reset = getattr(controller, "reset", None)
     if callable(reset):
         reset()  # a fresh run starts cold, not from the last run's solution
@@ -199,24 +228,89 @@ def simulate_closed_loop(
 
     record = _Record([x.copy()])
     bar = _ProgressBar(K, progress == "always" or (progress is True and sys.stderr.isatty()))
+    u_prev: FloatArray | None = None
     try:
         for k in range(K):
             t = k * dt
-            step = controller.step(x.copy(), t)
+            step, data = feed.step(x.copy(), t, u_prev)
             u = _checked_input(step, plant.nu, k, t)
             u = np.clip(u, plant.u_min, plant.u_max)
-            x_next = np.array(F.call([ca.DM(x), ca.DM(u), ca.DM(p_plant), t, dt])[0], dtype=float).reshape(-1)
+            p_k = p_plant if data.p is None else data.p[0]
+            x_next = np.array(F.call([ca.DM(x), ca.DM(u), ca.DM(p_k), t, dt])[0], dtype=float).reshape(-1)
             if std is not None:
                 x_next = x_next + std * rng.standard_normal(plant.nx)
             bar.update(k + 1, float(step.solve_time), bool(step.success))
             if not np.isfinite(x_next).all():
                 record.stopped = f"plant state became non-finite at step {k} (t = {(k + 1) * dt:g} s)"
                 break
-            record.add(step, u, x_next)
-            x = x_next
+            record.add(step, u, x_next, data)
+            x, u_prev = x_next, u
     finally:
         bar.close()
-    return record.trajectory(dt, model, plant, _Annotations.of(controller, model))
+    notes = _Annotations.of(controller, model)
+    if reference is not None:
+        notes = record.references(notes, feed.final_reference(len(record.us) * dt))
+    return record.trajectory(dt, model, plant, notes)
+
+
+def _check_plant(plant: object, model: object, parameters: ParameterFunction | None) -> None:
+    if not isinstance(plant, Model) or not isinstance(model, Model):
+        raise ValueError(f"plant and controller.model must be shooting.Model objects, got "
+                         f"{type(plant).__name__} and {type(model).__name__}")
+    if (plant.nx, plant.nu) != (model.nx, model.nu):
+        raise ValueError(f"plant {plant.name} has nx={plant.nx}, nu={plant.nu} but the controller's model "
+                         f"{model.name} has nx={model.nx}, nu={model.nu}: they must match")
+    if parameters is not None and plant.np != model.np:
+        raise ValueError(f"parameters(t) feeds controller and plant, but plant {plant.name} has np={plant.np} "
+                         f"and the controller's model {model.name} np={model.np}")
+
+
+class _Feed:
+    """Hands each sample's data to the controller: ``step`` keywords, or ``set_reference`` (exported C)."""
+
+    def __init__(self, controller: Controller, model: Model, dt: float, reference: ReferenceFunction | None,
+                 parameters: ParameterFunction | None) -> None:
+        self.controller, self.model, self.dt = controller, model, dt
+        self.reference, self.parameters = reference, parameters
+        self.keys = stage_keywords(controller)
+        name = type(controller).__name__
+        for what, value in (("reference", reference), ("parameters", parameters)):
+            if value is not None and not callable(value):
+                raise ValueError(f"{what} must be a function of time t, got {type(value).__name__}")
+        self.set_reference = getattr(controller, "set_reference", None)
+        if reference is not None and not {"x_ref", "u_ref"} <= self.keys and not callable(self.set_reference):
+            raise ValueError(f"controller {name} cannot take a time-varying reference: its step(x, t) has no "
+                             f"x_ref/u_ref keywords and it has no set_reference(k, x_ref, u_ref) method")
+        if parameters is not None and "p" not in self.keys:
+            raise ValueError(f"controller {name} cannot take time-varying parameters: its step(x, t) has no p "
+                             f"keyword")
+        self.horizon = 0
+        if reference is not None or parameters is not None:
+            horizon = getattr(controller, "horizon", getattr(getattr(controller, "ocp", None), "horizon", None))
+            if not isinstance(horizon, (int, np.integer)) or horizon < 1:
+                raise ValueError(f"controller {name} has no horizon (an int attribute): reference(t) and "
+                                 f"parameters(t) are evaluated over it")
+            self.horizon = int(horizon)
+
+    def step(self, x: FloatArray, t: float, u_prev: FloatArray | None) -> tuple[ControlStep, StageData]:
+        """The controller's step at time `t` with this sample's data (and the input applied last)."""
+        data = (sample_horizon(self.model, t, self.dt, self.horizon, reference=self.reference,
+                               parameters=self.parameters) if self.horizon else StageData())
+        kwargs: dict[str, Any] = {k: v for k, v in data.keywords().items() if k in self.keys}
+        if data.x_ref is not None and "x_ref" not in self.keys:
+            assert self.set_reference is not None
+            for j in range(self.horizon + 1):
+                u_j = None if data.u_ref is None or j == self.horizon else data.u_ref[j]
+                self.set_reference(j, data.x_ref[j], u_j)
+        if u_prev is not None and "u_prev" in self.keys:
+            kwargs["u_prev"] = u_prev
+        return self.controller.step(x, t, **kwargs), data
+
+    def final_reference(self, t: float) -> FloatArray:
+        """The state reference at `t` (the last sample's), shape (nx,)."""
+        data = sample_horizon(self.model, t, self.dt, 0, reference=self.reference)
+        assert data.x_ref is not None
+        return data.x_ref[0]
 
 
 def _checked_input(step: ControlStep, nu: int, k: int, t: float) -> FloatArray:
@@ -234,19 +328,32 @@ class _Record:
     def __init__(self, xs: list[FloatArray]) -> None:
         self.xs = xs
         self.us: list[FloatArray] = []
+        self.x_refs: list[FloatArray] = []
+        self.u_refs: list[FloatArray | None] = []
         self.times: list[float] = []
         self.oks: list[bool] = []
         self.iters: list[int] = []
         self.statuses: list[str] = []
         self.stopped = ""
 
-    def add(self, step: ControlStep, u: FloatArray, x_next: FloatArray) -> None:
+    def add(self, step: ControlStep, u: FloatArray, x_next: FloatArray, data: StageData) -> None:
+        if data.x_ref is not None:
+            self.x_refs.append(data.x_ref[0])
+            self.u_refs.append(None if data.u_ref is None else data.u_ref[0])
         self.us.append(u)
         self.times.append(float(step.solve_time))
         self.oks.append(bool(step.success))
         self.iters.append(int(step.iterations))
         self.statuses.append(str(step.status))
         self.xs.append(x_next.copy())
+
+    def references(self, notes: _Annotations, final: FloatArray) -> _Annotations:
+        """`notes` with the reference of every sample: x_ref (K+1, nx), u_ref (K, nu) when every sample had one."""
+        x_ref = np.array([*self.x_refs, final]).reshape(len(self.x_refs) + 1, final.size)
+        u_ref = notes.u_ref
+        if self.u_refs and all(u is not None for u in self.u_refs):
+            u_ref = np.array(self.u_refs)
+        return dataclasses.replace(notes, x_ref=x_ref, u_ref=u_ref)
 
     def trajectory(self, dt: float, model: Model, plant: Model, notes: _Annotations) -> Trajectory:
         n = len(self.us)

@@ -30,6 +30,13 @@ def _rows(a: np.ndarray) -> list[list]:
     return [_finite_or_none(row) for row in np.asarray(a, dtype=float)]
 
 
+def _reference(value: np.ndarray | None) -> list | None:
+    """A reference for JSON: None, one vector, or one row per sample."""
+    if value is None:
+        return None
+    return _rows(value) if value.ndim == 2 else _finite_or_none(value)
+
+
 @dataclass(eq=False)
 class Trajectory:
     """A closed-loop run: K control steps, K+1 states.
@@ -56,10 +63,11 @@ class Trajectory:
         State bounds of the controller's model (+-inf: none).
     u_min, u_max : ndarray, shape (nu,)
         Input bounds applied to the plant.
-    x_ref : ndarray, shape (nx,), optional
-        Constant state reference, for plots and the final error.
-    u_ref : ndarray, shape (nu,), optional
-        Constant input reference, for the closed-loop cost.
+    x_ref : ndarray, shape (nx,) or (K+1, nx), optional
+        State reference: constant, or one row per sampling instant (a
+        time-varying reference); for plots, the tracking and final errors.
+    u_ref : ndarray, shape (nu,) or (K, nu), optional
+        Input reference: constant or one row per step; for the closed-loop cost.
     Q : ndarray, shape (nx, nx), optional
         State weight for `stats`' closed-loop cost.
     R : ndarray, shape (nu, nu), optional
@@ -103,6 +111,50 @@ class Trajectory:
         self.iterations = np.asarray(self.iterations, dtype=int).reshape(K)
         if self.x.shape[1] != len(self.state_names):
             raise ValueError(f"x has {self.x.shape[1]} columns but state_names has {len(self.state_names)} entries")
+        nx, nu = self.x.shape[1], self.u.shape[1]
+        for name, n, rows in (("x_ref", nx, K + 1), ("u_ref", nu, K)):
+            value = getattr(self, name)
+            if value is not None:
+                arr = np.asarray(value, dtype=float)
+                if arr.shape not in ((n,), (rows, n)):
+                    raise ValueError(f"{name} must be of shape ({n},) or ({rows}, {n}), got {arr.shape}")
+                setattr(self, name, arr)
+
+    @property
+    def time_varying(self) -> bool:
+        """Whether the state reference is recorded per sample (shape (K+1, nx))."""
+        return self.x_ref is not None and self.x_ref.ndim == 2
+
+    def reference_states(self) -> np.ndarray | None:
+        """The state reference at every sampling instant, shape (K+1, nx) (None without one)."""
+        if self.x_ref is None:
+            return None
+        return np.broadcast_to(self.x_ref, self.x.shape).copy()
+
+    def reference_inputs(self) -> np.ndarray | None:
+        """The input reference of every step, shape (K, nu) (None without one)."""
+        if self.u_ref is None:
+            return None
+        return np.broadcast_to(self.u_ref, self.u.shape).copy()
+
+    def tracking_error(self, skip: int = 0) -> dict[str, np.ndarray]:
+        """RMS and largest absolute deviation of each state from its reference over the run.
+
+        Parameters
+        ----------
+        skip : int, default 0
+            Leave out the first `skip` sampling instants (a transient).
+
+        Returns
+        -------
+        dict
+            ``"rms"`` and ``"max"``, each shape (nx,): over k = skip..K of
+            |x_k - x_ref_k| (the reference at t_k; zero without one).
+        """
+        skip = _validate.integer(skip, "skip", minimum=0, maximum=self.steps)
+        ref = self.reference_states()
+        err = self.x[skip:] - (0.0 if ref is None else ref[skip:])
+        return {"rms": np.sqrt(np.mean(err ** 2, axis=0)), "max": np.max(np.abs(err), axis=0)}
 
     @property
     def steps(self) -> int:
@@ -110,9 +162,9 @@ class Trajectory:
         return int(self.u.shape[0])
 
     def final_error(self) -> float:
-        """Euclidean distance of the final state from the reference (from 0 without one)."""
-        ref = np.zeros(self.x.shape[1]) if self.x_ref is None else self.x_ref
-        return float(np.linalg.norm(self.x[-1] - ref))
+        """Euclidean distance of the final state from the (final) reference (from 0 without one)."""
+        ref = self.reference_states()
+        return float(np.linalg.norm(self.x[-1] - (0.0 if ref is None else ref[-1])))
 
     def stats(self, Q: np.ndarray | None = None, R: np.ndarray | None = None) -> dict[str, Any]:
         """Solve-time statistics, success rate, final error and closed-loop cost.
@@ -129,9 +181,12 @@ class Trajectory:
         dict
             ``steps, solve_time_ms: {mean, median, max, p95, min}, success_rate,
             iterations: {mean, max}, final_state, final_error, max_state_violation,
-            max_input_violation, stopped`` and, when both weights are known,
-            ``closed_loop_cost`` = sum over k < K of (x_k - x_ref)' Q (x_k - x_ref)
-            + (u_k - u_ref)' R (u_k - u_ref) (no 1/2, no dt, as the OCP cost).
+            max_input_violation, max_input_change, stopped``, ``tracking_error``
+            (`tracking_error` as lists) when there is a reference, and, when
+            both weights are known, ``closed_loop_cost`` = sum over k < K of
+            (x_k - x_ref_k)' Q (x_k - x_ref_k) + (u_k - u_ref_k)' R (u_k - u_ref_k)
+            (no 1/2, no dt, as the OCP cost). ``max_input_change``: the largest
+            |u_k - u_{k-1}| per input (zeros for fewer than two steps).
         """
         ms = self.solve_time * 1e3
         K = self.steps
@@ -150,23 +205,30 @@ class Trajectory:
             "final_error": self.final_error(),
             "max_state_violation": float(viol_x.max()) if viol_x.size else 0.0,
             "max_input_violation": float(viol_u.max()) if viol_u.size else 0.0,
+            "max_input_change": _finite_or_none(np.abs(np.diff(self.u, axis=0)).max(axis=0) if K > 1
+                                                else np.zeros(self.u.shape[1])),
             "stopped": self.stopped,
         }
+        if self.x_ref is not None:
+            out["tracking_error"] = {key: _finite_or_none(v) for key, v in self.tracking_error().items()}
         Q = self.Q if Q is None else Q
         R = self.R if R is None else R
         if Q is not None and R is not None:
             nx, nu = self.x.shape[1], self.u.shape[1]
             Qm = _validate.weight(Q, nx, "Q")
             Rm = _validate.weight(R, nu, "R")
-            dx = self.x[:-1] - (0.0 if self.x_ref is None else self.x_ref)
-            du = self.u - (0.0 if self.u_ref is None else self.u_ref)
+            xr, ur = self.reference_states(), self.reference_inputs()
+            dx = self.x[:-1] - (0.0 if xr is None else xr[:-1])
+            du = self.u - (0.0 if ur is None else ur)
             out["closed_loop_cost"] = float(np.einsum("ki,ij,kj->", dx, Qm, dx) + np.einsum("ki,ij,kj->", du, Rm, du))
         return out
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict: ``t`` (K+1), ``x`` (K+1 rows of nx), ``u`` (K rows of nu),
         ``solve_time`` (K, seconds), plus ``model, state_names, input_names,
-        success, iterations, status, bounds, x_ref, u_ref, stats``.
+        success, iterations, status, bounds, x_ref, u_ref, stats``; ``x_ref``
+        and ``u_ref`` are one vector (constant) or one row per sample (K+1
+        and K rows) for a time-varying reference.
 
         Returns
         -------
@@ -186,8 +248,8 @@ class Trajectory:
             "status": list(self.status),
             "bounds": {"x_min": _finite_or_none(self.x_min), "x_max": _finite_or_none(self.x_max),
                        "u_min": _finite_or_none(self.u_min), "u_max": _finite_or_none(self.u_max)},
-            "x_ref": None if self.x_ref is None else _finite_or_none(self.x_ref),
-            "u_ref": None if self.u_ref is None else _finite_or_none(self.u_ref),
+            "x_ref": _reference(self.x_ref),
+            "u_ref": _reference(self.u_ref),
             "stats": self.stats(),
         }
 
@@ -207,7 +269,9 @@ class Trajectory:
     def save_csv(self, path: str | os.PathLike[str]) -> Path:
         """Write one row per sampling instant: ``t, <states>, <inputs>, solve_time``.
 
-        The last row (time K) has no input and no solve time: those cells are empty.
+        The last row (time K) has no input and no solve time: those cells are
+        empty. A time-varying reference adds the columns ``<state>_ref`` (and
+        ``<input>_ref`` when the input reference is per step too).
 
         Parameters
         ----------
@@ -219,22 +283,31 @@ class Trajectory:
         """
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow(["t", *self.state_names, *self.input_names, "solve_time"])
+        xr = self.x_ref if self.time_varying else None
+        ur = self.u_ref if xr is not None and self.u_ref is not None and self.u_ref.ndim == 2 else None
+        writer.writerow(["t", *self.state_names, *self.input_names, "solve_time"]
+                        + ([f"{n}_ref" for n in self.state_names] if xr is not None else [])
+                        + ([f"{n}_ref" for n in self.input_names] if ur is not None else []))
         for k in range(self.steps + 1):
             row = [repr(float(self.t[k]))] + [repr(float(v)) for v in self.x[k]]
             if k < self.steps:
                 row += [repr(float(v)) for v in self.u[k]] + [repr(float(self.solve_time[k]))]
             else:
                 row += [""] * (len(self.input_names) + 1)
+            if xr is not None:
+                row += [repr(float(v)) for v in xr[k]]
+            if ur is not None:
+                row += [repr(float(v)) for v in ur[k]] if k < self.steps else [""] * len(self.input_names)
             writer.writerow(row)
         return write_atomic(Path(path), buf.getvalue().encode())
 
     def plot(self, directory: str | os.PathLike[str], *, log_time: bool | None = None) -> list[Path]:
         """Write ``states.png``, ``inputs.png`` and ``solve_time.png`` into `directory`.
 
-        States get one subplot each, with finite bounds dashed and the
-        reference dotted; inputs are drawn as stairs with their bounds; solve
-        times in ms per step, failed solves marked in red.
+        States get one subplot each, with finite bounds dashed red and the
+        reference dashed black beside the state (a time-varying one sample by
+        sample); inputs are drawn as stairs with their bounds and reference;
+        solve times in ms per step, failed solves marked in red.
 
         Parameters
         ----------
@@ -254,6 +327,7 @@ class Trajectory:
 
         directory = Path(directory)
         nx, nu = self.x.shape[1], self.u.shape[1]
+        xr, ur = self.reference_states(), self.reference_inputs()
         ncol = 2 if nx > 4 else 1
         nrow = -(-nx // ncol)
 
@@ -274,8 +348,8 @@ class Trajectory:
             ax = axes[i]
             ax.plot(self.t, self.x[:, i], color="tab:blue", lw=1.4)
             bounds(ax, self.x_min[i], self.x_max[i])
-            if self.x_ref is not None:
-                ax.axhline(self.x_ref[i], color="k", ls=":", lw=1.0)
+            if xr is not None:
+                ax.plot(self.t, xr[:, i], color="k", ls="--", lw=1.0, label="reference")
             ax.set_ylabel(self.state_names[i])
             ax.grid(alpha=0.3)
         for ax in axes[nx:]:
@@ -294,8 +368,8 @@ class Trajectory:
             if self.steps:
                 ax.stairs(self.u[:, j], self.t, color="tab:green", lw=1.4, baseline=None)
             bounds(ax, self.u_min[j], self.u_max[j])
-            if self.u_ref is not None:
-                ax.axhline(self.u_ref[j], color="k", ls=":", lw=1.0)
+            if ur is not None and self.steps:
+                ax.stairs(ur[:, j], self.t, color="k", ls="--", lw=1.0, baseline=None, label="reference")
             ax.set_ylabel(self.input_names[j])
             ax.grid(alpha=0.3)
         axes[-1].set_xlabel(f"t [{self.time_unit}]")
