@@ -23,6 +23,7 @@ from shooting.integrate.integrator import MAX_NEWTON_ITERATIONS, MAX_STEPS
 from shooting.mpc.problem import MAX_HORIZON
 from shooting.mpc.run import run_scenario
 from shooting.mpc.scenarios import MAX_SIM_STEPS
+from shooting.mpc.tracking import SCENARIOS, named_scenario
 from shooting.options import CONTROLLER_QPS, HESSIANS, NEWTON_METHODS, REALS, SENSITIVITIES, TARGETS
 
 __all__ = ["main"]
@@ -139,6 +140,9 @@ def _add_ocp_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dt", type=_positive_float, help="interval length and sampling time [s]")
     parser.add_argument("--method", help="integrator tableau of the OCP (see 'list')")
     parser.add_argument("--steps", type=_steps, help="integrator substeps per interval")
+    parser.add_argument("--R-delta", metavar="W1,W2,...",
+                        help="input-rate penalty: the diagonal of R_delta on u_k - u_{k-1}, nu non-negative numbers "
+                             "(or one for every input)")
 
 
 def _add_mpc(sub: "argparse._SubParsersAction[_Parser]") -> None:
@@ -148,6 +152,9 @@ def _add_mpc(sub: "argparse._SubParsersAction[_Parser]") -> None:
                     "run the closed loop against an accurately integrated plant and write trajectory.json, "
                     "trajectory.csv, summary.json and PNG plots. Options override the scenario.")
     _add_ocp_arguments(mpc)
+    mpc.add_argument("--scenario", default="default",
+                     help="the model's scenario: 'default', or a named one (" + "; ".join(
+                         f"{model}: {', '.join(names)}" for model, names in SCENARIOS.items()) + ")")
     mpc.add_argument("--hessian", choices=HESSIANS, help="Hessian of the OCP's Lagrangian")
     mpc.add_argument("--x-ref", metavar="V1,V2,...",
                      help="state reference, nx comma-separated numbers (must lie inside the state bounds)")
@@ -314,15 +321,30 @@ def _model_args(pairs: Sequence[str] | None) -> dict[str, object]:
     return params
 
 
+def _parse_weight(text: str, n: int, option: str, model_name: str) -> list[float]:
+    """A diagonal weight: n non-negative numbers, or one for all n (a UsageError naming `option` otherwise)."""
+    values = _parse_vector(text, 1, option, model_name) if "," not in text and n > 1 else \
+        _parse_vector(text, n, option, model_name)
+    if any(v < 0 for v in values):
+        raise UsageError(f"{option} entries are the diagonal of a positive semi-definite weight: give numbers "
+                         f">= 0, got {text!r}")
+    return values * n if len(values) == 1 else values
+
+
 def _scenario(args: argparse.Namespace, model: shooting.Model, changes: dict[str, object],
               options: tuple[str, ...]) -> shooting.Scenario:
-    """The model's default scenario with the command's overrides (--x0, the discretisation, `options`), linted."""
+    """The model's scenario (--scenario, else the default) with the command's overrides, linted.
+
+    Overrides: --x0, --R-delta, the discretisation and `options`.
+    """
     if args.x0 is not None:
         changes["x0"] = _parse_vector(args.x0, model.nx, "--x0", model.name)
+    if args.R_delta is not None:
+        changes["R_delta"] = _parse_weight(args.R_delta, model.nu, "--R-delta", model.name)
     for option in ("horizon", "dt", "method", "steps", *options):
         if getattr(args, option) is not None:
             changes[option] = getattr(args, option)
-    scenario = shooting.default_scenario(model).with_changes(**changes)
+    scenario = named_scenario(model, getattr(args, "scenario", "default")).with_changes(**changes)
     if not args.no_lint:
         _lint(model, scenario.problem.method, scenario.problem.steps, scenario.problem.dt, scenario.x0)
     return scenario

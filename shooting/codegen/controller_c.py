@@ -169,7 +169,8 @@ def controller_spec(ocp: MultipleShootingOCP, *, x0: object = None, guess: tuple
     ------
     ValueError
         Path or terminal constraints or extra costs (the C solves the
-        quadratic tracking problem only), an input weight R that is not
+        quadratic tracking problem only), a rate penalty ``R_delta`` (not
+        supported by the C controller yet), an input weight R that is not
         positive definite, soft bounds with ``slack_l2 = 0``, or an OCP that
         IPOPT cannot solve from `x0`.
     """
@@ -183,6 +184,9 @@ def controller_spec(ocp: MultipleShootingOCP, *, x0: object = None, guess: tuple
     if unsupported:
         raise ValueError(f"the C controller solves the quadratic tracking problem with bounds only: drop "
                          f"{', '.join(unsupported)} (or run RTIController in Python)")
+    if ocp.R_delta.any():
+        raise ValueError("R_delta (the input-rate penalty) is not supported by the C controller yet: drop it, or run "
+                         "RTIController in Python")
     if np.linalg.eigvalsh(ocp.R).min() <= 1e-12 * max(1.0, float(np.abs(ocp.R).max())):
         raise ValueError("R must be positive definite for the C controller (its condensed QP must be strictly "
                          f"convex); got eigenvalues {np.linalg.eigvalsh(ocp.R)}: give every input a weight > 0")

@@ -22,7 +22,7 @@ from shooting import _files, _validate
 from shooting._version import VERSION
 from shooting.loading import load_model
 from shooting.model import Model
-from shooting.mpc.controllers import Controller, MPCController
+from shooting.mpc.controllers import Controller, MPCController, sample_horizon
 from shooting.mpc.ocp import OCPSolution
 from shooting.mpc.rti import RTIController
 from shooting.mpc.scenarios import Scenario, build_ocp, check_scenario
@@ -138,7 +138,9 @@ def run_scenario(
     say(f"building the OCP: N = {problem.horizon}, dt = {problem.dt:g} {unit}, {scenario_method(scenario)} x "
         f"{problem.steps}, {problem.solver.hessian} Hessian")
     ocp = build_ocp(scenario, model)
-    first = ocp.solve(scenario.x0)
+    data = sample_horizon(model, 0.0, problem.dt, problem.horizon, reference=scenario.reference,
+                          parameters=scenario.parameters)
+    first = ocp.solve(scenario.x0, x_ref=data.x_ref, u_ref=data.u_ref, p=data.p)
     lines = [f"{model.name}: OCP N = {problem.horizon}, dt = {problem.dt:g} {unit}, {scenario_method(scenario)} x "
              f"{problem.steps}: {first.status}, cost {first.cost:.6g}, {first.iterations} iterations, "
              f"{first.solve_time * 1e3:.1f} ms"]
@@ -153,7 +155,7 @@ def run_scenario(
         + ")")
     traj = simulate_closed_loop(controller, scenario.x0, scenario.sim_steps, plant_method=scenario.plant_method,
                                 plant_steps=scenario.plant_steps, noise_std=noise or None, seed=seed,
-                                progress=progress_bar)
+                                progress=progress_bar, reference=scenario.reference, parameters=scenario.parameters)
     stats = traj.stats(ocp.Q, ocp.R)
     ms = stats["solve_time_ms"]
     lines.append(f"closed loop: {traj.steps} steps ({traj.t[-1]:g} {unit}), solve time mean {ms['mean']:.2f} ms, "
@@ -161,6 +163,7 @@ def run_scenario(
                  f"success {100 * stats['success_rate']:.0f} %")
     lines.append(f"final state [{', '.join(f'{v:.4g}' for v in traj.x[-1])}], "
                  f"error |x_K - x_ref| = {stats['final_error']:.3g}")
+    lines += _extra_lines(traj, ocp.R_delta, model)
     problems = [f"closed loop stopped early: {traj.stopped}"] if traj.stopped else []
     failed = tuple(int(k) for k in np.flatnonzero(~traj.success))
     if failed:
@@ -190,6 +193,20 @@ def run_scenario(
     say(f"wrote {', '.join(RUN_FILES)} to {out}")
     return ScenarioRun(not failed and not traj.stopped, out, [out / f for f in RUN_FILES], first, traj, summary,
                        tuple(lines), tuple(problems), failed)
+
+
+def _extra_lines(traj: Trajectory, R_delta: np.ndarray, model: Model) -> list[str]:
+    """The tracking error of a time-varying reference and the input changes under a rate penalty."""
+    lines = []
+    if traj.time_varying:
+        err = traj.tracking_error()
+        lines.append("tracking error per state (RMS / max over the run): " + ", ".join(
+            f"{n} {r:.3g} / {m:.3g}" for n, r, m in zip(model.state_names, err["rms"], err["max"], strict=True)))
+    if R_delta.any():
+        change = np.abs(np.diff(traj.u, axis=0)).max(axis=0) if traj.steps > 1 else np.zeros(model.nu)
+        lines.append(f"rate penalty R_delta diag [{', '.join(f'{v:g}' for v in np.diag(R_delta))}]: largest input "
+                     f"change |u_k - u_k-1| [{', '.join(f'{v:.3g}' for v in change)}]")
+    return lines
 
 
 def scenario_method(scenario: Scenario) -> str:

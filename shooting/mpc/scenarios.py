@@ -7,12 +7,15 @@ its module (``scenario(model)`` beside ``make_model``); `default_scenario`
 finds it, or builds a plain regulation problem for any other model, and
 `build_ocp` turns a scenario into a `MultipleShootingOCP`. Change fields with
 ``scenario.with_changes(horizon=30, hessian="gauss-newton", x0=[...])``.
+A scenario may carry a time-varying reference ``reference(t) -> (x_ref,
+u_ref)`` and model parameters ``parameters(t) -> p`` for its closed loop.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,6 +59,12 @@ class Scenario:
         Integrator of the simulated plant.
     plant_steps : int, default 20
         Its substeps per sampling interval.
+    reference : callable ``t -> (x_ref, u_ref)``, optional
+        A time-varying reference for the closed loop (shapes (nx,) and (nu,);
+        u_ref may be None), see `simulate_closed_loop`; the problem's
+        ``x_ref``/``u_ref`` are then only the defaults of a plain solve.
+    parameters : callable ``t -> p``, optional
+        Time-varying model parameters (shape (np,)) for controller and plant.
 
     Raises
     ------
@@ -71,6 +80,8 @@ class Scenario:
     description: str = ""
     plant_method: str = "dopri5"
     plant_steps: int = 20
+    reference: Callable[[float], Any] | None = None
+    parameters: Callable[[float], Any] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model:
@@ -86,6 +97,10 @@ class Scenario:
                            _validate.integer(self.plant_steps, "Scenario.plant_steps", minimum=1))
         if not isinstance(self.description, str):
             raise ValueError(f"Scenario.description must be a str, got {self.description!r}")
+        for name in ("reference", "parameters"):
+            if getattr(self, name) is not None and not callable(getattr(self, name)):
+                raise ValueError(f"Scenario.{name} must be a function of time t or None, got "
+                                 f"{type(getattr(self, name)).__name__}")
         self._check_dimensions()
 
     def _check_dimensions(self) -> None:
@@ -97,7 +112,8 @@ class Scenario:
             ("x_min", con.x_min, ((nx,), (1,))), ("x_max", con.x_max, ((nx,), (1,))),
         ]
         if nu is not None:
-            sizes += [("R", cost.R, ((nu, nu),)), ("u_ref", cost.u_ref, ((nu,), (N, nu))),
+            sizes += [("R", cost.R, ((nu, nu),)), ("R_delta", cost.R_delta, ((nu, nu),)),
+                      ("u_ref", cost.u_ref, ((nu,), (N, nu))),
                       ("u_min", con.u_min, ((nu,), (1,))), ("u_max", con.u_max, ((nu,), (1,)))]
         for name, value, shapes in sizes:
             if value is not None and np.shape(value) not in shapes:
@@ -162,7 +178,7 @@ class Scenario:
         for group in (problem.cost, problem.constraints, problem.solver):
             out.update({f.name: plain(getattr(group, f.name)) for f in dataclasses.fields(group)})
         out.update({name: plain(getattr(self, name)) for name in
-                    ("x0", "sim_steps", "description", "plant_method", "plant_steps")})
+                    ("x0", "sim_steps", "description", "plant_method", "plant_steps", "reference", "parameters")})
         return out
 
 
