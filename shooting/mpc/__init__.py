@@ -5,7 +5,7 @@ one public layout (`ShootingLayout`: pack, unpack and shift of the decision,
 constraint and parameter vectors) shared by the OCP and the RTI.
 """
 
-from shooting.mpc.controllers import Controller, ControlStep, MPCController
+from shooting.mpc.controllers import Controller, ControlStep, MPCController, StageData, sample_horizon
 from shooting.mpc.layout import ShootingLayout
 from shooting.mpc.ocp import MultipleShootingOCP, OCPSolution
 from shooting.mpc.problem import Constraints, OCPProblem, QuadraticCost, SolverSettings
@@ -13,6 +13,7 @@ from shooting.mpc.rti import RTIController
 from shooting.mpc.run import ScenarioRun, run_scenario
 from shooting.mpc.scenarios import Scenario, build_ocp, default_scenario
 from shooting.mpc.simulate import simulate_closed_loop
+from shooting.mpc.tracking import named_scenario, scenario_names
 from shooting.mpc.trajectory import Trajectory
 
 __all__ = [
@@ -29,9 +30,13 @@ __all__ = [
     "ScenarioRun",
     "ShootingLayout",
     "SolverSettings",
+    "StageData",
     "Trajectory",
     "build_ocp",
     "default_scenario",
+    "named_scenario",
     "run_scenario",
+    "sample_horizon",
+    "scenario_names",
     "simulate_closed_loop",
 ]
