@@ -37,6 +37,7 @@ __all__ = ["BUILTIN_MODELS", "load_model", "model_names", "scenario_factory"]
 #: ``scenario``.
 BUILTIN_MODELS: tuple[str, ...] = (
     "cartpole",
+    "dip",
     "pendulum",
     "quadrotor",
     "stiff_chain",

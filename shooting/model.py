@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from typing import Any
 
 import casadi as ca
 import numpy as np
@@ -173,14 +174,6 @@ class Model:
                 seen[key] = what
 
         self.xdot = self._check_expression(xdot, self.nx, "xdot", "x", "give one derivative per state")
-        if self.nz and alg is None:
-            raise ValueError(f"z has {self.nz} algebraic state(s) but alg is missing: give the equations "
-                             f"0 = g(x, z, u, p, t) as alg=ca.vertcat(...), one per algebraic state")
-        if not self.nz and alg is not None:
-            raise ValueError("alg is given but z is not: declare the algebraic states, z=ca.SX.sym('z', n), "
-                             "or drop alg")
-        self.alg = self._check_expression(alg, self.nz, "alg", "z", "give one equation per algebraic state") \
-            if self.nz else ca.SX(0, 1)
 
         self.state_names = _validate.names(state_names, self.nx, "x", "state_names")
         self.input_names = _validate.names(input_names, self.nu, "u", "input_names")
@@ -199,17 +192,7 @@ class Model:
         self.u_max = _validate.vector(u_max, self.nu, "u_max", default=np.inf, allow_inf=True)
         _validate.bounds(self.x_min, self.x_max, "x")
         _validate.bounds(self.u_min, self.u_max, "u")
-        if not self.nz:
-            given = {"z0": z0, "z_min": z_min, "z_max": z_max, "algebraic_names": algebraic_names}
-            for option, value in given.items():
-                if value is not None:
-                    raise ValueError(f"{option} is given but the model has no algebraic states: declare z and alg, "
-                                     f"or drop {option}")
-        self.algebraic_names = _validate.names(algebraic_names, self.nz, "z", "algebraic_names")
-        self.z0 = _validate.vector(z0, self.nz, "z0", default=0.0)
-        self.z_min = _validate.vector(z_min, self.nz, "z_min", default=-np.inf, allow_inf=True)
-        self.z_max = _validate.vector(z_max, self.nz, "z_max", default=np.inf, allow_inf=True)
-        _validate.bounds(self.z_min, self.z_max, "z")
+        self._set_algebraic(alg, z0=z0, z_min=z_min, z_max=z_max, algebraic_names=algebraic_names)
         self.dt = None if dt is None else _validate.positive_real(dt, "dt")
         self.description = str(description)
         if not isinstance(time_unit, str) or not time_unit.strip() or len(time_unit) > 16:
@@ -224,6 +207,67 @@ class Model:
         else:
             self.f = ca.Function("f", [self.x, self.u, self.p, self.t], [self.xdot], ["x", "u", "p", "t"], ["xdot"])
             self.g = None
+
+    def _set_algebraic(self, alg: object, **given: Any) -> None:
+        """Validate and store `alg`, `z0`, `z_min`, `z_max` and `algebraic_names` (module docstring)."""
+        if self.nz and alg is None:
+            raise ValueError(f"z has {self.nz} algebraic state(s) but alg is missing: give the equations "
+                             f"0 = g(x, z, u, p, t) as alg=ca.vertcat(...), one per algebraic state")
+        if not self.nz:
+            for option, value in {"alg": alg, **given}.items():
+                if value is not None:
+                    raise ValueError(f"{option} is given but the model has no algebraic states: declare z "
+                                     f"(z=ca.SX.sym('z', n)) and alg, or drop {option}")
+        self.alg = self._check_expression(alg, self.nz, "alg", "z", "give one equation per algebraic state") \
+            if self.nz else ca.SX(0, 1)
+        self.algebraic_names = _validate.names(given["algebraic_names"], self.nz, "z", "algebraic_names")
+        self.z0 = _validate.vector(given["z0"], self.nz, "z0", default=0.0)
+        self.z_min = _validate.vector(given["z_min"], self.nz, "z_min", default=-np.inf, allow_inf=True)
+        self.z_max = _validate.vector(given["z_max"], self.nz, "z_max", default=np.inf, allow_inf=True)
+        _validate.bounds(self.z_min, self.z_max, "z")
+
+    def consistent_z(self, x: Sequence[float] | np.ndarray, u: Sequence[float] | np.ndarray | None = None,
+                     p: Sequence[float] | np.ndarray | None = None, t: float = 0.0,
+                     z_guess: Sequence[float] | np.ndarray | None = None) -> np.ndarray:
+        """The algebraic state z with g(x, z, u, p, t) = 0, by Newton's method from `z_guess`.
+
+        Parameters
+        ----------
+        x : array_like, shape (nx,)
+        u : array_like, shape (nu,), optional
+            Default `u0`.
+        p : array_like, shape (np,), optional
+            Default `p0`.
+        t : float, default 0
+        z_guess : array_like, shape (nz,), optional
+            Default `z0`.
+
+        Returns
+        -------
+        ndarray, shape (nz,)
+
+        Raises
+        ------
+        ValueError
+            The model has no algebraic states, or Newton does not converge.
+        """
+        if not self.nz or self.g is None:
+            raise ValueError(f"model {self.name} has no algebraic states")
+        xv = _validate.vector(x, self.nx, "x", broadcast=False)
+        uv = self.u0 if u is None else _validate.vector(u, self.nu, "u", broadcast=False)
+        pv = self.p0 if p is None else _validate.vector(p, self.np, "p", broadcast=False)
+        zv = self.z0 if z_guess is None else _validate.vector(z_guess, self.nz, "z_guess", broadcast=False)
+        tv = _validate.real(t, "t")
+        G = ca.Function("g_of_z", [self.z, ca.vertcat(self.x, self.u, self.p, self.t)], [self.alg])
+        solver = ca.rootfinder("consistent_z", "newton", G, {"error_on_fail": False, "abstol": 1e-13,
+                                                              "max_iter": 100})
+        z = np.array(solver(zv, np.concatenate([xv, uv, pv, [tv]])), dtype=float).ravel()
+        residual = np.array(G(z, np.concatenate([xv, uv, pv, [tv]])), dtype=float).ravel()
+        if not np.all(np.isfinite(z)) or np.max(np.abs(residual), initial=0.0) > 1e-8 * (1 + np.abs(z).max()):
+            raise ValueError(f"model {self.name}: Newton on the algebraic equations did not converge at "
+                             f"x = {np.array2string(xv, precision=4)} from z = {np.array2string(zv, precision=4)} "
+                             f"(residual {np.max(np.abs(residual)):.2e}): give a better z_guess")
+        return z
 
     @property
     def is_dae(self) -> bool:

@@ -59,11 +59,11 @@ def rhs(model: shooting.Model, x, u) -> np.ndarray:
 
 
 def test_model_names_are_sorted_builtins():
-    assert model_names() == ["cartpole", "pendulum", "quadrotor", "stiff_chain", "two_link_arm", "vanderpol"]
+    assert model_names() == ["cartpole", "dip", "pendulum", "quadrotor", "stiff_chain", "two_link_arm", "vanderpol"]
     assert shooting.loading.model_names is model_names
 
 
-@pytest.mark.parametrize("name", ["cartpole", "pendulum", "quadrotor", "stiff_chain", "two_link_arm", "vanderpol"])
+@pytest.mark.parametrize("name", ["cartpole", "dip", "pendulum", "quadrotor", "stiff_chain", "two_link_arm", "vanderpol"])
 def test_builtin_loads_from_any_directory(name, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     model = load_model(name)
@@ -173,7 +173,7 @@ def test_unknown_builtin_lists_valid_names_and_close_match():
     with pytest.raises(ValueError, match=r"unknown model 'cartpol' \(did you mean 'cartpole'\?\)") as excinfo:
         load_model("cartpol")
     assert "pendulum" in one_line(excinfo) and "vanderpol" in one_line(excinfo)
-    with pytest.raises(ValueError, match=r"unknown model 'zzz': the built-in models are cartpole, pendulum"):
+    with pytest.raises(ValueError, match=r"unknown model 'zzz': the built-in models are cartpole, dip, pendulum"):
         load_model("zzz")
 
 

@@ -187,6 +187,9 @@ def controller_spec(ocp: MultipleShootingOCP, *, x0: object = None, guess: tuple
     if ocp.R_delta.any():
         raise ValueError("R_delta (the input-rate penalty) is not supported by the C controller yet: drop it, or run "
                          "RTIController in Python")
+    if ocp.model.nz:
+        raise ValueError(f"model {ocp.model.name} has algebraic states, which the C controller does not take yet: "
+                         f"export its integrator (shooting-codegen integrator) or run RTIController in Python")
     if np.linalg.eigvalsh(ocp.R).min() <= 1e-12 * max(1.0, float(np.abs(ocp.R).max())):
         raise ValueError("R must be positive definite for the C controller (its condensed QP must be strictly "
                          f"convex); got eigenvalues {np.linalg.eigvalsh(ocp.R)}: give every input a weight > 0")

@@ -142,10 +142,10 @@ class HostStep:
             raise ValueError(f"{self.name}: this export has no nominal dt: pass dt")
         px, pu, pp, pxn, pA, pB = self._ptrs
         if self.nz:
-            try:
-                self._z0[:self.nz] = self.z0 if z0 is None else z0
-            except ValueError:
-                raise ValueError(f"{self.name}: z0 must have {self.nz} entries") from None
+            guess = self.z0 if z0 is None else np.asarray(z0, dtype=float).ravel()
+            if guess.size != self.nz:
+                raise ValueError(f"{self.name}: z0 must have {self.nz} entries, got {guess.size}")
+            self._z0[:self.nz] = guess
             status = self._fn(px, pu, pp, t0, step, _pointer(self._z0), pxn, pA, pB, _pointer(self._z))
         else:
             status = self._fn(px, pu, pp, t0, step, pxn, pA, pB)

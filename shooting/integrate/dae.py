@@ -142,6 +142,12 @@ class DAESubstepBuilder:
     def g_z(self, x: ca.SX, z: ca.SX, u: ca.SX, p: ca.SX, t: ca.SX) -> ca.SX:
         return self._jac(x, z, u, p, t)[6]
 
+    def stage_values(self, x: ca.SX, u: ca.SX, p: ca.SX, t: ca.SX, h: ca.SX,
+                     z: ca.SX) -> tuple[list[ca.SX], list[ca.SX]]:
+        """The converged stage slopes K_i (each (nx, 1)) and algebraic stage values Z_i (each (nz, 1))."""
+        K, Z, _ = self._explicit(x, None, u, p, t, h, z) if self.explicit else self._implicit(x, None, u, p, t, h, z)
+        return K, Z
+
     # ----------------------------------------------------------------- step
     def step(self, x: ca.SX, S: Any, u: ca.SX, p: ca.SX, t: ca.SX, h: ca.SX,
              z: ca.SX) -> DAEStep:

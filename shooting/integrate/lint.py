@@ -94,6 +94,20 @@ def _fewest_steps(tableau: ButcherTableau, z: npt.NDArray[np.complex128]) -> int
     return hi
 
 
+def _state_jacobian(model: Model, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """df/dx at (x, u, p0, t = 0); for a DAE, of the reduced ODE x' = f(x, z(x)) at the consistent z:
+    f_x - f_z g_z^-1 g_x (implicit-function theorem)."""
+    if not model.nz:
+        jac = ca.Function("df_dx", [model.x, model.u, model.p, model.t], [ca.jacobian(model.xdot, model.x)])
+        return np.array(jac(x, u, model.p0, 0.0), dtype=float)
+    z = model.consistent_z(x, u)
+    parts = [ca.jacobian(e, v) for e in (model.xdot, model.alg) for v in (model.x, model.z)]
+    fx, fz, gx, gz = (np.array(v, dtype=float) for v in
+                      ca.Function("dae_jac", [model.x, model.z, model.u, model.p, model.t], parts)(
+                          x, z, u, model.p0, 0.0))
+    return fx - fz @ np.linalg.solve(gz, gx)
+
+
 def check_stability(model: Model, method: str | ButcherTableau, steps: int = 1, dt: float | None = None,
                     x: npt.ArrayLike | None = None, u: npt.ArrayLike | None = None) -> StabilityReport:
     """Whether `steps` substeps of `method` over `dt` are inside the stability region at (x, u).
@@ -129,8 +143,7 @@ def check_stability(model: Model, method: str | ButcherTableau, steps: int = 1, 
     dt = _validate.positive_real(model.dt if dt is None else dt, "dt")
     xv = model.x0 if x is None else _validate.vector(x, model.nx, "x", broadcast=False)
     uv = model.u0 if u is None else _validate.vector(u, model.nu, "u", broadcast=False)
-    jac = ca.Function("df_dx", [model.x, model.u, model.p, model.t], [ca.jacobian(model.xdot, model.x)])
-    J = np.array(jac(xv, uv, model.p0, 0.0), dtype=float)
+    J = _state_jacobian(model, xv, uv)
     eig = np.linalg.eigvals(J).astype(np.complex128)
     growing = eig.real > GROWING * np.maximum(np.abs(eig), 1e-300)
     damped = dt * eig[~growing]  # dt lambda: h lambda for one substep

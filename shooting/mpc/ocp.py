@@ -82,6 +82,9 @@ class OCPSolution:
         The solver's own statistics (``t_wall_total``, ...).
     messages : str
         What CasADi printed during the solve (its warnings), kept instead of shown.
+    z : ndarray, shape (N, nz)
+        For a model with algebraic states, z at x_1..x_N (row k-1 for x_k:
+        the step's z output of interval k-1); shape (N, 0) otherwise.
     """
 
     x: FloatArray
@@ -98,6 +101,7 @@ class OCPSolution:
     layout: ShootingLayout = field(repr=False, compare=False)
     stats: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     messages: str = field(default="", repr=False, compare=False)
+    z: FloatArray = field(default_factory=lambda: np.zeros((0, 0)), repr=False, compare=False)
 
     @property
     def slacks(self) -> FloatArray:
@@ -326,8 +330,13 @@ class MultipleShootingOCP:
         # Dynamics of all intervals in one mapped call of the step Function.
         Fmap = self.step_function.map(N)
         times = ca.DM(np.arange(N) * self.dt).T
-        # (the first output: embedded pairs also return their error estimate)
-        Xn = Fmap.call([ca.horzcat(*X[:-1]), ca.horzcat(*U), p, t0 + times, self.dt])[0]
+        # (the first output: embedded pairs also return their error estimate).
+        # Models with algebraic states: every interval's Newton on g starts from
+        # the model's z0, and the last output is z at the interval's end.
+        z_guess = [ca.repmat(ca.DM(self.model.z0), 1, N)] if self.model.nz else []
+        outs = Fmap.call([ca.horzcat(*X[:-1]), ca.horzcat(*U), p, t0 + times, self.dt, *z_guess])
+        Xn = outs[0]
+        Zn = outs[-1] if self.model.nz else ca.SX(0, N)
 
         Q, R, Qf = (ca.DM(M) for M in (self.Q, self.R, self.Q_terminal))
         cost: ca.SX = ca.SX(0)
@@ -342,8 +351,11 @@ class MultipleShootingOCP:
             if cost_spec.stage_cost is not None:
                 cost += _scalar(cost_spec.stage_cost(X[k], U[k], p[:, k]), "stage_cost")
             g.append(X[k + 1] - Xn[:, k])  # x_{k+1} - F(x_k, u_k): the sign fatrop expects
+            rows = self._algebraic_bound_rows(Zn[:, k])
             if con.path_constraints is not None:
-                h = _column(con.path_constraints(X[k], U[k], p[:, k]), "path_constraints")
+                rows.insert(0, _column(con.path_constraints(X[k], U[k], p[:, k]), "path_constraints"))
+            if rows:
+                h = ca.vertcat(*rows)
                 nh = h.numel()
                 g.append(h)
         eN = X[N] - xr[:, N]
@@ -367,12 +379,25 @@ class MultipleShootingOCP:
                 g += [xs + S[:, k], xs - S[:, k]]
             cost += self.slack_l1 * ca.sum1(ca.vec(S)) + self.slack_l2 * ca.sumsqr(S)
         self._nlp = {"x": w, "p": P, "f": cost, "g": ca.vertcat(*g)}
+        self._z_fn = ca.Function("z", [w, P], [Zn.T], ["w", "P"], ["z"])
         self._lbg, self._ubg = np.zeros(L.n_g), np.zeros(L.n_g)
         self._lbg[L.path_idx.ravel()] = -np.inf
         self._lbg[L.soft_lo_idx], self._ubg[L.soft_lo_idx] = self.x_min[self.soft_states], np.inf
         self._lbg[L.soft_hi_idx], self._ubg[L.soft_hi_idx] = -np.inf, self.x_max[self.soft_states]
         self.lbx, self.ubx = self.variable_bounds()
         self._cost_fn = ca.Function("cost", [w, P], [cost], ["w", "P"], ["cost"])
+
+    def _algebraic_bound_rows(self, z: ca.SX) -> list[ca.SX]:
+        """Rows ``z - z_max <= 0`` and ``z_min - z <= 0`` for the finite bounds of the model's algebraic states
+        (path rows of the stage whose interval ends at that z)."""
+        m = self.model
+        hi, lo = np.flatnonzero(np.isfinite(m.z_max)), np.flatnonzero(np.isfinite(m.z_min))
+        rows = []
+        if hi.size:
+            rows.append(z[hi.tolist()] - ca.DM(m.z_max[hi]))
+        if lo.size:
+            rows.append(ca.DM(m.z_min[lo]) - z[lo.tolist()])
+        return rows
 
     def _check_references(self, x_ref: FloatArray, u_ref: FloatArray) -> None:
         """Refuse references the bounds forbid: the OCP could never reach them."""
@@ -529,7 +554,7 @@ class MultipleShootingOCP:
             status=NLPSolvers.status(stats), iterations=int(stats.get("iter_count", -1)),
             solve_time=elapsed, max_violation=viol, w=w, lam_x=np.array(res["lam_x"]).ravel(),
             lam_g=np.array(res["lam_g"]).ravel(), layout=self.layout, stats=dict(stats),
-            messages=printed.text.strip(),
+            messages=printed.text.strip(), z=np.array(self._z_fn(w, P), dtype=float).reshape(self.horizon, -1),
         )
 
     def minimal_slacks(self, x: FloatArray) -> FloatArray:

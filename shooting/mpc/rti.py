@@ -104,6 +104,10 @@ class RTIController:
         if not isinstance(ocp, MultipleShootingOCP):
             raise ValueError(f"ocp must be a MultipleShootingOCP, got {type(ocp).__name__}")
         qp_solver = _validate.choice(qp_solver, QP_SOLVERS, "qp_solver")
+        m = ocp.model
+        if np.isfinite(m.z_min).any() or np.isfinite(m.z_max).any():
+            raise ValueError(f"RTIController does not impose the bounds on the algebraic states of model {m.name} "
+                             f"(z_min/z_max): build the model without them, or use MPCController (IPOPT)")
         if ocp.layout.nh or ocp.layout.nc:
             raise ValueError("RTIController supports bounds only: drop path_constraints/terminal_constraints")
         self.ocp, self.model, self.dt = ocp, ocp.model, ocp.dt
@@ -124,7 +128,9 @@ class RTIController:
         xr, ur, p, t0 = par["x_ref"], par["u_ref"], par["p"], par["t0"]
         Xb = ca.horzcat(*L.states(wb)[:N])
         Ub = ca.horzcat(*L.inputs(wb))
-        Fn, A, B = F.map(N).call([Xb, Ub, p, t0 + ca.DM(np.arange(N) * ocp.dt).T, ocp.dt])[:3]
+        # (algebraic states: Newton on g from the model's z0, as in the OCP)
+        z_guess = [ca.repmat(ca.DM(ocp.model.z0), 1, N)] if ocp.model.nz else []
+        Fn, A, B = F.map(N).call([Xb, Ub, p, t0 + ca.DM(np.arange(N) * ocp.dt).T, ocp.dt, *z_guess])[:3]
 
         # Constraint rows (the OCP's g: RTI has no path or terminal rows): x_0 = x0,
         # then -A_k x_k - B_k u_k + x_{k+1} = F_k - A_k xb_k - B_k ub_k, then the
