@@ -226,6 +226,7 @@ def simulate_closed_loop(
         reset()  # a fresh run starts cold, not from the last run's solution
     F = build_integrator(plant, plant_method, plant_steps, "none", name=f"{plant.name}_plant")
 
+    z = plant.consistent_z(x, plant.u0, p_plant) if plant.nz else np.zeros(0)
     record = _Record([x.copy()])
     bar = _ProgressBar(K, progress == "always" or (progress is True and sys.stderr.isatty()))
     u_prev: FloatArray | None = None
@@ -236,7 +237,10 @@ def simulate_closed_loop(
             u = _checked_input(step, plant.nu, k, t)
             u = np.clip(u, plant.u_min, plant.u_max)
             p_k = p_plant if data.p is None else data.p[0]
-            x_next = np.array(F.call([ca.DM(x), ca.DM(u), ca.DM(p_k), t, dt])[0], dtype=float).reshape(-1)
+            # (a plant with algebraic states carries z from sample to sample as Newton's guess)
+            outs = F.call([ca.DM(x), ca.DM(u), ca.DM(p_k), t, dt, *([ca.DM(z)] if plant.nz else [])])
+            x_next = np.array(outs[0], dtype=float).reshape(-1)
+            z = np.array(outs[-1], dtype=float).reshape(-1) if plant.nz else z
             if std is not None:
                 x_next = x_next + std * rng.standard_normal(plant.nx)
             bar.update(k + 1, float(step.solve_time), bool(step.success))

@@ -1,0 +1,81 @@
+"""Algebraic states in the MPC: the OCP, RTI and the closed loop on a DAE equal those on its reduced ODE.
+
+The double pendulum's algebraic equations are linear in z, so the same
+model with z eliminated symbolically (z = M(q)^-1 rhs) is an independent
+truth: every solution must agree to the solvers' tolerances.
+"""
+
+from __future__ import annotations
+
+import casadi as ca
+import numpy as np
+import pytest
+
+import shooting
+from shooting.codegen import export_controller
+
+
+def _reduced(m: shooting.Model) -> shooting.Model:
+    z = ca.solve(ca.jacobian(m.alg, m.z), -ca.substitute(m.alg, m.z, ca.DM.zeros(m.nz)))
+    return shooting.Model("dip_reduced", m.x, m.u, ca.substitute(m.xdot, m.z, z), x0=m.x0, u_min=m.u_min,
+                          u_max=m.u_max, x_min=m.x_min, x_max=m.x_max, dt=m.dt)
+
+
+def _ocp(model: shooting.Model, **kw: object) -> shooting.MultipleShootingOCP:
+    q = [10.0, 100.0, 100.0, 1.0, 1.0, 1.0]
+    return shooting.MultipleShootingOCP(model, 20, dt=0.02, Q=q, R=[1e-2], Q_terminal=[10 * v for v in q],
+                                        solver_options={"ipopt.tol": 1e-10}, **kw)
+
+
+@pytest.fixture(scope="module")
+def dip() -> shooting.Model:
+    return shooting.load_model("dip")
+
+
+def test_ocp_on_dae_equals_ocp_on_reduced_ode(dip):
+    a, b = _ocp(dip).solve(dip.x0), _ocp(_reduced(dip)).solve(dip.x0)
+    assert a.success and b.success
+    # IPOPT at tol 1e-10 on two formulations of one NLP: inputs of size 20 agree to ~1e-6.
+    assert np.abs(a.u - b.u).max() < 1e-5 and np.abs(a.x - b.x).max() < 1e-7
+    assert a.cost == pytest.approx(b.cost, rel=1e-8)
+    # z at x_1..x_N: the accelerations of the reduced model there
+    zfun = ca.Function("z", [dip.x, dip.u], [ca.solve(ca.jacobian(dip.alg, dip.z),
+                                                       -ca.substitute(dip.alg, dip.z, ca.DM.zeros(3)))])
+    # row k: z at x_{k+1} under u_k (the end of interval k, input held)
+    z_true = np.array([np.array(zfun(a.x[k + 1], a.u[k])).ravel() for k in range(20)])
+    assert a.z.shape == (20, 3) and np.abs(a.z - z_true).max() < 1e-9
+
+
+def test_bounds_on_algebraic_states_are_imposed(dip):
+    free = _ocp(dip).solve(dip.x0)
+    peak = float(np.abs(free.z[:, 0]).max())
+    limit = 0.6 * peak
+    bounded = shooting.Model("dip", dip.x, dip.u, dip.xdot, z=dip.z, alg=dip.alg, z0=dip.z0, x0=dip.x0,
+                             u_min=dip.u_min, u_max=dip.u_max, z_min=[-limit, -np.inf, -np.inf],
+                             z_max=[limit, np.inf, np.inf], dt=dip.dt)
+    sol = _ocp(bounded).solve(dip.x0)
+    assert sol.success
+    assert np.abs(sol.z[:, 0]).max() <= limit * (1 + 1e-7)
+    assert np.abs(sol.z[:, 0]).max() >= limit * (1 - 1e-6)  # active: the bound changed the optimum
+    assert sol.cost > free.cost
+    with pytest.raises(ValueError, match="algebraic states.*z_min/z_max"):
+        shooting.RTIController(_ocp(bounded))
+
+
+def test_closed_loop_with_dae_plant_and_controllers(dip):
+    red = _reduced(dip)
+    x0 = [0.0, 0.1, -0.05, 0.0, 0.0, 0.0]
+    a = shooting.simulate_closed_loop(_ocp(dip), x0, 25)
+    b = shooting.simulate_closed_loop(_ocp(red), x0, 25, plant=red)
+    assert np.abs(a.x - b.x).max() < 1e-6 and np.abs(a.u - b.u).max() < 1e-4
+    assert np.abs(a.x[-1, 1:3]).max() < np.abs(a.x[0, 1:3]).max()  # being caught
+    r = shooting.simulate_closed_loop(shooting.RTIController(_ocp(dip)), x0, 25)
+    s = shooting.simulate_closed_loop(shooting.RTIController(_ocp(red)), x0, 25, plant=red)
+    # the same QPs from the same linearisations (A, B equal to rounding): same inputs to QP accuracy
+    assert np.abs(r.u - s.u).max() < 1e-6 and np.abs(r.x - s.x).max() < 1e-8
+
+
+def test_c_controller_refuses_algebraic_states(dip, tmp_path):
+    with pytest.raises(ValueError, match="algebraic states"):
+        export_controller(_ocp(dip), tmp_path / "c")
+    assert not (tmp_path / "c").exists()
