@@ -3,6 +3,7 @@ x' = f(x, z, u, p, t), 0 = g(x, z, u, p, t), built on CasADi SX."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Sequence
 from typing import Any
@@ -258,9 +259,7 @@ class Model:
         pv = self.p0 if p is None else _validate.vector(p, self.np, "p", broadcast=False)
         zv = self.z0 if z_guess is None else _validate.vector(z_guess, self.nz, "z_guess", broadcast=False)
         tv = _validate.real(t, "t")
-        G = ca.Function("g_of_z", [self.z, ca.vertcat(self.x, self.u, self.p, self.t)], [self.alg])
-        solver = ca.rootfinder("consistent_z", "newton", G, {"error_on_fail": False, "abstol": 1e-13,
-                                                              "max_iter": 100})
+        G, solver = self._z_solver
         z = np.array(solver(zv, np.concatenate([xv, uv, pv, [tv]])), dtype=float).ravel()
         residual = np.array(G(z, np.concatenate([xv, uv, pv, [tv]])), dtype=float).ravel()
         if not np.all(np.isfinite(z)) or np.max(np.abs(residual), initial=0.0) > 1e-8 * (1 + np.abs(z).max()):
@@ -268,6 +267,14 @@ class Model:
                              f"x = {np.array2string(xv, precision=4)} from z = {np.array2string(zv, precision=4)} "
                              f"(residual {np.max(np.abs(residual)):.2e}): give a better z_guess")
         return z
+
+    @functools.cached_property
+    def _z_solver(self) -> tuple[ca.Function, ca.Function]:
+        """g as a function of z given (x, u, p, t), and CasADi's Newton rootfinder on it (built once)."""
+        G = ca.Function("g_of_z", [self.z, ca.vertcat(self.x, self.u, self.p, self.t)], [self.alg])
+        solver = ca.rootfinder("consistent_z", "newton", G, {"error_on_fail": False, "abstol": 1e-13,
+                                                              "max_iter": 100})
+        return G, solver
 
     @property
     def is_dae(self) -> bool:

@@ -79,3 +79,16 @@ def test_c_controller_refuses_algebraic_states(dip, tmp_path):
     with pytest.raises(ValueError, match="algebraic states"):
         export_controller(_ocp(dip), tmp_path / "c")
     assert not (tmp_path / "c").exists()
+
+
+def test_unconverged_algebraic_solve_is_reported_not_hidden():
+    """0 = exp(z) - exp(-x): z = -x, but Newton from z0 = 0 gains only about 1 per step when x is large,
+    so at x = 20 the step's fixed Newton steps cannot reach z = -20: the OCP must say so."""
+    x, z, u = ca.SX.sym("x"), ca.SX.sym("z"), ca.SX.sym("u")
+    m = shooting.Model("slow", x, u, z + u, z=z, alg=ca.exp(z) - ca.exp(-x), z0=[0.0], u_min=[-1.0], u_max=[1.0])
+    ocp = shooting.MultipleShootingOCP(m, 5, dt=0.1)
+    near = ocp.solve([0.5])
+    assert near.success and near.max_violation < 1e-8
+    far = ocp.solve([20.0])
+    assert not far.success and "algebraic equations unsolved" in far.status
+    assert far.max_violation > 1e-2  # x_1 off by ~0.5 of ~19 (relative 0.028)

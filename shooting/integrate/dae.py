@@ -23,7 +23,8 @@ method such as Gauss-Legendre would need, keeps only the stage order; the
 README's "Models with algebraic states" gives the measured orders).
 
 Explicit tableaus solve g(X_i, Z_i) = 0 for Z_i at each stage by Newton
-(guess: the previous stage's Z). Implicit tableaus solve the stage equations
+(guess: the previous stage's Z; the first stage, from the caller's guess z0,
+takes twice the Newton steps). Implicit tableaus solve the stage equations
 for (K, Z) together by Newton on
 
     r_K,i = K_i - f(X_i, Z_i) = 0,   r_g,i = g(X_i, Z_i) = 0,
@@ -133,9 +134,9 @@ class DAESubstepBuilder:
         return stiffly_accurate(self.A, self.b, self.c)
 
     # ------------------------------------------------------------ algebraic
-    def solve_z(self, x: ca.SX, z: ca.SX, u: ca.SX, p: ca.SX, t: ca.SX) -> ca.SX:
-        """``newton_iterations`` Newton steps on g(x, z) = 0 from the guess `z`, shape (nz, 1)."""
-        for _ in range(self.newton_iterations):
+    def solve_z(self, x: ca.SX, z: ca.SX, u: ca.SX, p: ca.SX, t: ca.SX, iterations: int | None = None) -> ca.SX:
+        """Newton steps (default ``newton_iterations``) on g(x, z) = 0 from the guess `z`, shape (nz, 1)."""
+        for _ in range(self.newton_iterations if iterations is None else iterations):
             z = z - ca.solve(self.g_z(x, z, u, p, t), self.g(x, z, u, p, t))
         return z
 
@@ -190,7 +191,9 @@ class DAESubstepBuilder:
         for i in range(len(self.c)):
             tau = t + float(self.c[i]) * h
             Xi = combine(x, h, self.A[i, :i], K)
-            Zi = self.solve_z(Xi, Z[-1] if Z else z, u, p, tau)
+            # The first solve starts from the caller's guess (farther off than a
+            # neighbouring stage's Z): twice the Newton steps.
+            Zi = self.solve_z(Xi, Z[-1] if Z else z, u, p, tau, None if Z else 2 * self.newton_iterations)
             fi, _, Jx, Jz, Ju, Gx, Gz, Gu = self._jac(Xi, Zi, u, p, tau)
             K.append(fi)
             Z.append(Zi)
@@ -206,7 +209,7 @@ class DAESubstepBuilder:
         taus = [t + float(self.c[i]) * h for i in range(s)]
         # Predictor: z consistent at x_n, and the slopes at the explicit-Euler
         # stage states x_n + c_i h f(x_n, z_n) (as for ODEs in stages.py).
-        z_n = self.solve_z(x, z, u, p, t)
+        z_n = self.solve_z(x, z, u, p, t, 2 * self.newton_iterations)  # from the caller's guess
         f0 = self._jac(x, z_n, u, p, t)[0]
         K = [self._jac(x + (float(self.c[i]) * h) * f0, z_n, u, p, taus[i])[0] if self.c[i] != 0.0 else f0
              for i in range(s)]

@@ -125,6 +125,12 @@ class OCPSolution:
         return replace(self, x=x, u=u, w=w, lam_x=L.shift_w(self.lam_x), lam_g=L.shift_g(self.lam_g))
 
 
+#: Largest relative change of x_{k+1} when the steps at a solution start from
+#: the consistent z instead of z0, before the solution is reported as failed
+#: (the steps' Newton iterations on g did not converge from z0).
+ALGEBRAIC_TOLERANCE = 1e-8
+
+
 def _scalar(expr: Any, what: str) -> ca.SX:
     e = expr if isinstance(expr, ca.SX) else ca.SX(expr)
     if e.shape != (1, 1):
@@ -387,6 +393,30 @@ class MultipleShootingOCP:
         self.lbx, self.ubx = self.variable_bounds()
         self._cost_fn = ca.Function("cost", [w, P], [cost], ["w", "P"], ["cost"])
 
+    def _algebraic_residual(self, x: FloatArray, u: FloatArray, P: FloatArray) -> float:
+        """How far the steps at a solution are from the steps with converged algebraic states.
+
+        Every interval's fixed Newton steps on g start from the model's z0.
+        Here each interval is stepped again from the z consistent with its
+        x_k (CasADi's Newton rootfinder to 1e-13); a difference in x_{k+1}
+        means that some stage used an unconverged z. 0 for an ODE model.
+        """
+        m, N = self.model, self.horizon
+        if not m.nz:
+            return 0.0
+        par = self.layout.unpack_parameters(P)
+        pk, t0 = np.asarray(par["p"], dtype=float).reshape(m.np, N), float(par["t0"])
+        times = t0 + np.arange(N) * self.dt
+        try:
+            z = np.column_stack([m.consistent_z(x[k], u[k], pk[:, k], times[k]) for k in range(N)])
+        except ValueError:
+            return float("inf")
+        F = self.step_function.map(N)
+        args = [x[:-1].T, u.T, pk, times[None, :], self.dt]
+        ours = np.array(F.call([*args, np.tile(m.z0[:, None], (1, N))])[0], dtype=float)
+        true = np.array(F.call([*args, z])[0], dtype=float)
+        return float(np.max(np.abs(ours - true)) / (1.0 + np.max(np.abs(true))))
+
     def _algebraic_bound_rows(self, z: ca.SX) -> list[ca.SX]:
         """Rows ``z - z_max <= 0`` and ``z_min - z <= 0`` for the finite bounds of the model's algebraic states
         (path rows of the stage whose interval ends at that z)."""
@@ -549,9 +579,15 @@ class MultipleShootingOCP:
             float(np.max(np.maximum(g - self._ubg, 0.0), initial=0.0)),
         )
         x, u = self.layout.unpack_w(w)
+        success, status = bool(stats.get("success", False)), NLPSolvers.status(stats)
+        residual = self._algebraic_residual(x, u, P)
+        if residual > ALGEBRAIC_TOLERANCE:
+            # The dynamics were evaluated with unconverged algebraic states.
+            success, status = False, f"{status}; algebraic equations unsolved (residual {residual:.1e})"
+        viol = max(viol, residual)
         return OCPSolution(
-            x=x, u=u, cost=float(res["f"]), success=bool(stats.get("success", False)),
-            status=NLPSolvers.status(stats), iterations=int(stats.get("iter_count", -1)),
+            x=x, u=u, cost=float(res["f"]), success=success,
+            status=status, iterations=int(stats.get("iter_count", -1)),
             solve_time=elapsed, max_violation=viol, w=w, lam_x=np.array(res["lam_x"]).ravel(),
             lam_g=np.array(res["lam_g"]).ravel(), layout=self.layout, stats=dict(stats),
             messages=printed.text.strip(), z=np.array(self._z_fn(w, P), dtype=float).reshape(self.horizon, -1),
