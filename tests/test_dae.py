@@ -139,8 +139,8 @@ def test_direct_approach_z_of_gauss_loses_order(toy: shooting.Model, reference: 
         K, Z = builder.stage_values(xs, us, ca.SX(0, 1), ca.SX(0), hs, zs)
         w = np.linalg.solve(A.T, b)
         step = ca.Function("direct", [xs, zs, us, hs],
-                           [xs + hs * sum(bi * k for bi, k in zip(b, K)),
-                            (1 - w.sum()) * zs + sum(wi * Zi for wi, Zi in zip(w, Z))])
+                           [xs + hs * sum(bi * k for bi, k in zip(b, K, strict=True)),
+                            (1 - w.sum()) * zs + sum(wi * Zi for wi, Zi in zip(w, Z, strict=True))])
         errs = []
         for N in (8, 16, 32):
             xv, zv = X0.copy(), _G(X0[0] + U)
