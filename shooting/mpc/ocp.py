@@ -35,6 +35,7 @@ from shooting import _validate
 from shooting._solver_call import solver_call
 from shooting.integrate.integrator import build_integrator
 from shooting.model import Model
+from shooting.mpc.algebraic import ALGEBRAIC_TOLERANCE, algebraic_bound_rows, algebraic_residual
 from shooting.mpc.layout import ShootingLayout
 from shooting.mpc.problem import (
     Constraints,
@@ -123,12 +124,6 @@ class OCPSolution:
         w = L.shift_w(self.w)
         x, u = L.unpack_w(w)
         return replace(self, x=x, u=u, w=w, lam_x=L.shift_w(self.lam_x), lam_g=L.shift_g(self.lam_g))
-
-
-#: Largest relative change of x_{k+1} when the steps at a solution start from
-#: the consistent z instead of z0, before the solution is reported as failed
-#: (the steps' Newton iterations on g did not converge from z0).
-ALGEBRAIC_TOLERANCE = 1e-8
 
 
 def _scalar(expr: Any, what: str) -> ca.SX:
@@ -357,7 +352,7 @@ class MultipleShootingOCP:
             if cost_spec.stage_cost is not None:
                 cost += _scalar(cost_spec.stage_cost(X[k], U[k], p[:, k]), "stage_cost")
             g.append(X[k + 1] - Xn[:, k])  # x_{k+1} - F(x_k, u_k): the sign fatrop expects
-            rows = self._algebraic_bound_rows(Zn[:, k])
+            rows = algebraic_bound_rows(self.model, Zn[:, k])
             if con.path_constraints is not None:
                 rows.insert(0, _column(con.path_constraints(X[k], U[k], p[:, k]), "path_constraints"))
             if rows:
@@ -392,42 +387,6 @@ class MultipleShootingOCP:
         self._lbg[L.soft_hi_idx], self._ubg[L.soft_hi_idx] = -np.inf, self.x_max[self.soft_states]
         self.lbx, self.ubx = self.variable_bounds()
         self._cost_fn = ca.Function("cost", [w, P], [cost], ["w", "P"], ["cost"])
-
-    def _algebraic_residual(self, x: FloatArray, u: FloatArray, P: FloatArray) -> float:
-        """How far the steps at a solution are from the steps with converged algebraic states.
-
-        Every interval's fixed Newton steps on g start from the model's z0.
-        Here each interval is stepped again from the z consistent with its
-        x_k (CasADi's Newton rootfinder to 1e-13); a difference in x_{k+1}
-        means that some stage used an unconverged z. 0 for an ODE model.
-        """
-        m, N = self.model, self.horizon
-        if not m.nz:
-            return 0.0
-        par = self.layout.unpack_parameters(P)
-        pk, t0 = np.asarray(par["p"], dtype=float).reshape(m.np, N), float(par["t0"])
-        times = t0 + np.arange(N) * self.dt
-        try:
-            z = np.column_stack([m.consistent_z(x[k], u[k], pk[:, k], times[k]) for k in range(N)])
-        except ValueError:
-            return float("inf")
-        F = self.step_function.map(N)
-        args = [x[:-1].T, u.T, pk, times[None, :], self.dt]
-        ours = np.array(F.call([*args, np.tile(m.z0[:, None], (1, N))])[0], dtype=float)
-        true = np.array(F.call([*args, z])[0], dtype=float)
-        return float(np.max(np.abs(ours - true)) / (1.0 + np.max(np.abs(true))))
-
-    def _algebraic_bound_rows(self, z: ca.SX) -> list[ca.SX]:
-        """Rows ``z - z_max <= 0`` and ``z_min - z <= 0`` for the finite bounds of the model's algebraic states
-        (path rows of the stage whose interval ends at that z)."""
-        m = self.model
-        hi, lo = np.flatnonzero(np.isfinite(m.z_max)), np.flatnonzero(np.isfinite(m.z_min))
-        rows = []
-        if hi.size:
-            rows.append(z[hi.tolist()] - ca.DM(m.z_max[hi]))
-        if lo.size:
-            rows.append(ca.DM(m.z_min[lo]) - z[lo.tolist()])
-        return rows
 
     def _check_references(self, x_ref: FloatArray, u_ref: FloatArray) -> None:
         """Refuse references the bounds forbid: the OCP could never reach them."""
@@ -580,7 +539,8 @@ class MultipleShootingOCP:
         )
         x, u = self.layout.unpack_w(w)
         success, status = bool(stats.get("success", False)), NLPSolvers.status(stats)
-        residual = self._algebraic_residual(x, u, P)
+        residual = algebraic_residual(self.model, self.step_function, self.layout.unpack_parameters(P), x, u,
+                                      self.dt)
         if residual > ALGEBRAIC_TOLERANCE:
             # The dynamics were evaluated with unconverged algebraic states.
             success, status = False, f"{status}; algebraic equations unsolved (residual {residual:.1e})"
