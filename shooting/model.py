@@ -103,9 +103,10 @@ class Model:
         ``f(x, u, p, t) -> xdot`` with named inputs and output; ``p`` is 0x1
         when the model has none, and ``t`` is accepted (and ignored) when the
         dynamics do not depend on time. For a DAE (``nz > 0``):
-        ``f(x, z, u, p, t) -> xdot``.
+        ``f(x, u, p, t, z) -> xdot`` (z appended, so the first four inputs
+        are the ODE's).
     g : casadi.Function or None
-        For a DAE, ``g(x, z, u, p, t) -> alg``; None for an ODE.
+        For a DAE, ``g(x, u, p, t, z) -> alg``; None for an ODE.
 
     Raises
     ------
@@ -201,7 +202,8 @@ class Model:
         self.time_unit = time_unit.strip()
 
         if self.nz:
-            args, arg_names = [self.x, self.z, self.u, self.p, self.t], ["x", "z", "u", "p", "t"]
+            # z last: the ODE's inputs (x, u, p, t) keep their places
+            args, arg_names = [self.x, self.u, self.p, self.t, self.z], ["x", "u", "p", "t", "z"]
             self.f = ca.Function("f", args, [self.xdot], arg_names, ["xdot"])
             self.g: ca.Function | None = ca.Function("g", args, [self.alg], arg_names, ["alg"])
             check_index_one(self)

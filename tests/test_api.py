@@ -54,8 +54,9 @@ def test_contract_signatures():
 @pytest.mark.parametrize("model_name", shooting.model_names())
 def test_every_function_has_named_io(model_name):
     model = shooting.load_model(model_name)
-    assert model.f.name_in() == ["x", "u", "p", "t"] and model.f.name_out() == ["xdot"]
+    z = ["z"] if model.nz else []  # algebraic states: appended last
+    assert model.f.name_in() == ["x", "u", "p", "t", *z] and model.f.name_out() == ["xdot"]
     F = shooting.build_integrator(model, "rk4", 8)
-    assert F.name_in() == ["x", "u", "p", "t0", "dt"]
-    assert F.name_out() == ["x_next", "A", "B"]
+    assert F.name_in() == ["x", "u", "p", "t0", "dt", *[n + "0" for n in z]]
+    assert F.name_out() == ["x_next", "A", "B", *z]
     assert not F.has_free()

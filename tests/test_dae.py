@@ -58,8 +58,9 @@ def _errors(model: shooting.Model, method: str, Ns: list[int], ref: tuple[np.nda
 # ----------------------------------------------------------------- the model
 def test_model_attributes(toy: shooting.Model) -> None:
     assert toy.nz == 1 and toy.is_dae and tuple(toy.algebraic_names) == ("z0",)
-    assert toy.f.name_in() == ["x", "z", "u", "p", "t"] and toy.g is not None
-    assert float(toy.g(X0, 0.2, U, [], 0.0)) == pytest.approx(np.exp(0.2) + 0.2 - X0[0] - U)
+    assert toy.f.name_in() == ["x", "u", "p", "t", "z"] and toy.g is not None
+    assert toy.g.name_in() == ["x", "u", "p", "t", "z"] and toy.g.name_out() == ["alg"]
+    assert float(toy.g(X0, U, [], 0.0, 0.2)) == pytest.approx(np.exp(0.2) + 0.2 - X0[0] - U)
     assert toy.consistent_z(X0, [U]) == pytest.approx(_G(X0[0] + U), abs=1e-12)
     assert "nz=1" in repr(toy)
     ode = shooting.load_model("cartpole")
@@ -157,7 +158,7 @@ def test_z_output_is_consistent(toy: shooting.Model) -> None:
     for method in ("rk4", "gauss2", "radau3", "dopri5"):
         F = shooting.build_integrator(toy, method, 3)
         r = F(x=X0, u=U, p=[], t0=0.0, dt=0.4, z0=-1.0)  # a poor guess: Newton from it
-        res = float(toy.g(r["x_next"], r["z"], U, [], 0.4))
+        res = float(toy.g(r["x_next"], U, [], 0.4, r["z"]))
         assert abs(res) < 1e-13, (method, res)
 
 

@@ -21,7 +21,7 @@ def xdot(model: shooting.Model, x, u=None, p=None) -> np.ndarray:
     u = model.u0 if u is None else u
     p = model.p0 if p is None else p
     if model.nz:  # the algebraic states solved from g at x
-        return np.array(model.f(x, model.consistent_z(x, u, p), u, p, 0.0)).reshape(-1)
+        return np.array(model.f(x, u, p, 0.0, model.consistent_z(x, u, p))).reshape(-1)
     return np.array(model.f(x, u, p, 0.0)).reshape(-1)
 
 

@@ -80,9 +80,9 @@ class DAESubstepBuilder:
     Parameters
     ----------
     f : casadi.Function
-        ``f(x, z, u, p, t) -> xdot`` (a DAE `Model.f`).
+        ``f(x, u, p, t, z) -> xdot`` (a DAE `Model.f`).
     g : casadi.Function
-        ``g(x, z, u, p, t) -> alg`` (`Model.g`).
+        ``g(x, u, p, t, z) -> alg`` (`Model.g`).
     A : ndarray, shape (s, s)
     b : ndarray, shape (s,)
     c : ndarray, shape (s,)
@@ -110,21 +110,21 @@ class DAESubstepBuilder:
 
     @property
     def nz(self) -> int:
-        return int(self.f.size1_in(1))
+        return int(self.f.size1_in(4))
 
     @property
     def nu(self) -> int:
-        return int(self.f.size1_in(2))
+        return int(self.f.size1_in(1))
 
     @property
     def npar(self) -> int:
-        return int(self.f.size1_in(3))
+        return int(self.f.size1_in(2))
 
     @cached_property
     def _jac(self) -> ca.Function:
         """All values and first derivatives at one point: f, g, f_x, f_z, f_u, g_x, g_z, g_u."""
-        x, z, u, p, t = (ca.SX.sym(n, self.f.sparsity_in(i)) for i, n in enumerate(("x", "z", "u", "p", "t")))
-        f, g = self.f(x, z, u, p, t), self.g(x, z, u, p, t)
+        x, u, p, t, z = (ca.SX.sym(n, self.f.sparsity_in(i)) for i, n in enumerate(("x", "u", "p", "t", "z")))
+        f, g = self.f(x, u, p, t, z), self.g(x, u, p, t, z)
         outs = [f, g] + [ca.jacobian(e, v) for e in (f, g) for v in (x, z, u)]
         return ca.Function("dae_jac", [x, z, u, p, t], outs, ["x", "z", "u", "p", "t"],
                            ["f", "g", "f_x", "f_z", "f_u", "g_x", "g_z", "g_u"])
@@ -137,7 +137,7 @@ class DAESubstepBuilder:
     def solve_z(self, x: ca.SX, z: ca.SX, u: ca.SX, p: ca.SX, t: ca.SX, iterations: int | None = None) -> ca.SX:
         """Newton steps (default ``newton_iterations``) on g(x, z) = 0 from the guess `z`, shape (nz, 1)."""
         for _ in range(self.newton_iterations if iterations is None else iterations):
-            z = z - ca.solve(self.g_z(x, z, u, p, t), self.g(x, z, u, p, t))
+            z = z - ca.solve(self.g_z(x, z, u, p, t), self.g(x, u, p, t, z))
         return z
 
     def g_z(self, x: ca.SX, z: ca.SX, u: ca.SX, p: ca.SX, t: ca.SX) -> ca.SX:
