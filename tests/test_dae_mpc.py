@@ -92,3 +92,25 @@ def test_unconverged_algebraic_solve_is_reported_not_hidden():
     far = ocp.solve([20.0])
     assert not far.success and "algebraic equations unsolved" in far.status
     assert far.max_violation > 1e-2  # x_1 off by ~0.5 of ~19 (relative 0.028)
+
+
+def test_soft_bounds_on_algebraic_states(dip):
+    """soft_x_bounds also softens z bounds: with a large L1 weight (exact penalty) the soft optimum is the
+    hard one; with small weights the bound gives way and the slacks are the smallest the z need."""
+    free = _ocp(dip).solve(dip.x0)
+    limit = 0.6 * float(np.abs(free.z[:, 0]).max())
+    bounded = shooting.Model("dip", dip.x, dip.u, dip.xdot, z=dip.z, alg=dip.alg, z0=dip.z0, x0=dip.x0,
+                             u_min=dip.u_min, u_max=dip.u_max, z_min=[-limit, -np.inf, -np.inf],
+                             z_max=[limit, np.inf, np.inf], dt=dip.dt)
+    hard = _ocp(bounded).solve(dip.x0)
+    exact = _ocp(bounded, soft_x_bounds=True, slack_l1=1e5, slack_l2=1.0).solve(dip.x0)
+    assert hard.success and exact.success
+    # one column: the model built here bounds no state, only the algebraic dds
+    assert exact.slacks.shape == (20, 1) and np.abs(exact.slacks).max() < 1e-6
+    assert np.abs(exact.u - hard.u).max() < 1e-4
+    loose = _ocp(bounded, soft_x_bounds=True, slack_l1=1e-2, slack_l2=1e-2).solve(dip.x0)
+    assert loose.success and np.abs(loose.z[:, 0]).max() > limit * 1.05  # the bound gave way
+    ocp = _ocp(bounded, soft_x_bounds=True, slack_l1=1e-2, slack_l2=1e-2)
+    need = ocp.minimal_slacks(loose.x, loose.z)
+    assert np.abs(loose.slacks - need).max() < 1e-6
+    assert ocp.cost(loose.x, loose.u) == pytest.approx(loose.cost, rel=1e-7)

@@ -176,7 +176,8 @@ class MultipleShootingOCP:
         k = 1..N, one slack per bounded state and stage, with
         ``slack_l1 * sum(s) + slack_l2 * sum(s^2)`` added to the cost. Input
         bounds stay hard. A state outside its bounds then never makes the
-        problem infeasible.
+        problem infeasible. The bounds of a model's algebraic states (on z at
+        x_1..x_N) are softened the same way.
     slack_l1, slack_l2 : float, default 1e3 and 1e2
         Weights of the slacks (non-negative, not both zero).
     hessian : {"exact", "gauss-newton"}, default "exact"
@@ -202,9 +203,12 @@ class MultipleShootingOCP:
     Q, R, Q_terminal, R_delta, x_ref, u_ref, x_min, x_max, u_min, u_max : ndarray
         The validated weights (`R_delta` zero when not given), references
         (one row per stage) and bounds.
-    soft_states : ndarray of int, shape (ns,)
+    soft_states : ndarray of int
         The states whose bounds are soft (those with a finite bound, when
         `soft_x_bounds`; else empty).
+    soft_algebraic : ndarray of int
+        The algebraic states whose bounds are soft (likewise); their slacks
+        follow the states' in each stage's row of `OCPSolution.slacks`.
     soft_x_bounds : bool
     slack_l1, slack_l2 : float
 
@@ -305,6 +309,8 @@ class MultipleShootingOCP:
         self.soft_x_bounds, self.slack_l1, self.slack_l2 = con.soft_x_bounds, con.slack_l1, con.slack_l2
         bounded = np.isfinite(self.x_min) | np.isfinite(self.x_max)
         self.soft_states = np.flatnonzero(bounded) if self.soft_x_bounds else np.zeros(0, dtype=int)
+        z_bounded = np.isfinite(model.z_min) | np.isfinite(model.z_max)
+        self.soft_algebraic = np.flatnonzero(z_bounded) if self.soft_x_bounds else np.zeros(0, dtype=int)
         if self.soft_x_bounds and problem.solver.solver == "fatrop":
             raise ValueError("soft_x_bounds is not available with solver='fatrop' (its stage structure has no "
                              "place for the slacks): use solver='ipopt'")
@@ -352,7 +358,7 @@ class MultipleShootingOCP:
             if cost_spec.stage_cost is not None:
                 cost += _scalar(cost_spec.stage_cost(X[k], U[k], p[:, k]), "stage_cost")
             g.append(X[k + 1] - Xn[:, k])  # x_{k+1} - F(x_k, u_k): the sign fatrop expects
-            rows = algebraic_bound_rows(self.model, Zn[:, k])
+            rows = [] if self.soft_algebraic.size else algebraic_bound_rows(self.model, Zn[:, k])
             if con.path_constraints is not None:
                 rows.insert(0, _column(con.path_constraints(X[k], U[k], p[:, k]), "path_constraints"))
             if rows:
@@ -369,22 +375,25 @@ class MultipleShootingOCP:
             nc = c.numel()
             g.append(c)
 
-        self.layout = L = ShootingLayout(N, nx, self.nu, self.np, nh, nc, self.soft_states.size)
+        self.layout = L = ShootingLayout(N, nx, self.nu, self.np, nh, nc,
+                                         self.soft_states.size + self.soft_algebraic.size)
         if L.ns:
             # Soft state bounds (exact L1 plus L2 penalty on slacks s_k >= 0):
-            # rows x_k[j] + s_k[j] >= x_min[j] and x_k[j] - s_k[j] <= x_max[j].
+            # rows x_k[j] + s_k[j] >= x_min[j] and x_k[j] - s_k[j] <= x_max[j],
+            # then the same for the bounded algebraic states at the interval's end.
             S = ca.SX.sym("s", L.ns, N)
             w = ca.vertcat(w, ca.vec(S))
             for k in range(N):
-                xs = X[k + 1][self.soft_states.tolist()]
+                xs = ca.vertcat(X[k + 1][self.soft_states.tolist()], Zn[self.soft_algebraic.tolist(), k])
                 g += [xs + S[:, k], xs - S[:, k]]
             cost += self.slack_l1 * ca.sum1(ca.vec(S)) + self.slack_l2 * ca.sumsqr(S)
         self._nlp = {"x": w, "p": P, "f": cost, "g": ca.vertcat(*g)}
         self._z_fn = ca.Function("z", [w, P], [Zn.T], ["w", "P"], ["z"])
         self._lbg, self._ubg = np.zeros(L.n_g), np.zeros(L.n_g)
         self._lbg[L.path_idx.ravel()] = -np.inf
-        self._lbg[L.soft_lo_idx], self._ubg[L.soft_lo_idx] = self.x_min[self.soft_states], np.inf
-        self._lbg[L.soft_hi_idx], self._ubg[L.soft_hi_idx] = -np.inf, self.x_max[self.soft_states]
+        lo, hi = self._soft_bounds()
+        self._lbg[L.soft_lo_idx], self._ubg[L.soft_lo_idx] = lo, np.inf
+        self._lbg[L.soft_hi_idx], self._ubg[L.soft_hi_idx] = -np.inf, hi
         self.lbx, self.ubx = self.variable_bounds()
         self._cost_fn = ca.Function("cost", [w, P], [cost], ["w", "P"], ["cost"])
 
@@ -553,10 +562,23 @@ class MultipleShootingOCP:
             messages=printed.text.strip(), z=np.array(self._z_fn(w, P), dtype=float).reshape(self.horizon, -1),
         )
 
-    def minimal_slacks(self, x: FloatArray) -> FloatArray:
-        """The smallest slacks that make states `x` (N+1, nx) satisfy the soft bounds, shape (N, ns)."""
+    def _soft_bounds(self) -> tuple[FloatArray, FloatArray]:
+        """Lower and upper bounds of the softened quantities (states, then algebraic states), shape (ns,) each."""
+        m = self.model
+        return (np.concatenate([self.x_min[self.soft_states], m.z_min[self.soft_algebraic]]),
+                np.concatenate([self.x_max[self.soft_states], m.z_max[self.soft_algebraic]]))
+
+    def minimal_slacks(self, x: FloatArray, z: FloatArray | None = None) -> FloatArray:
+        """The smallest slacks that make states `x` (N+1, nx) satisfy the soft bounds, shape (N, ns).
+
+        With soft bounds on algebraic states, `z` (N, nz) is z at x_1..x_N (`OCPSolution.z`).
+        """
         xs = np.asarray(x, dtype=float)[1:, self.soft_states]
-        lo, hi = self.x_min[self.soft_states], self.x_max[self.soft_states]
+        if self.soft_algebraic.size:
+            if z is None:
+                raise ValueError("the OCP has soft bounds on algebraic states: pass z (N, nz), e.g. sol.z")
+            xs = np.hstack([xs, np.asarray(z, dtype=float).reshape(self.horizon, -1)[:, self.soft_algebraic]])
+        lo, hi = self._soft_bounds()
         return np.maximum(0.0, np.maximum(lo - xs, xs - hi))
 
     def cost(self, x: FloatArray, u: FloatArray, *, x_ref: object = None, u_ref: object = None,
@@ -574,6 +596,7 @@ class MultipleShootingOCP:
             (np,) or (N, np), scalar, (nu,)).
         """
         x, u = np.asarray(x, dtype=float), np.asarray(u, dtype=float)
-        w = self.layout.pack_w(x, u, self.minimal_slacks(x))
         P = self.parameters(np.asarray(x, dtype=float)[0], x_ref, u_ref, p, t0, u_prev)
+        z = np.array(self._z_fn(self.layout.pack_w(x, u), P), dtype=float) if self.soft_algebraic.size else None
+        w = self.layout.pack_w(x, u, self.minimal_slacks(x, z))
         return float(self._cost_fn(w, P))
