@@ -88,7 +88,10 @@ class DAESubstepBuilder:
     c : ndarray, shape (s,)
     b_hat : ndarray, shape (s,), or None
     explicit : bool
-    mode : {"forward", "none"}
+    mode : {"forward", "variational", "ad", "none"}
+        "variational" (the tableau applied to [x; vec(S)] with
+        S' = (f_x - f_z g_z^-1 g_x) S + [0, f_u - f_z g_z^-1 g_u]) gives, stage
+        by stage, the same expressions as "forward" and is built by it.
     newton_iterations : int
         Newton steps of every algebraic solve (explicit tableaus: per stage)
         and of the joint stage equations (implicit tableaus).
@@ -172,6 +175,8 @@ class DAESubstepBuilder:
         z_next : casadi.SX, shape (nz, 1)
             The algebraic state consistent with x_next.
         """
+        if self.mode == "ad" and S is not None:
+            return self._step_ad(x, S, u, p, t, h, z)
         if self.explicit:
             K, Z, dK = self._explicit(x, S, u, p, t, h, z)
         else:
@@ -182,9 +187,25 @@ class DAESubstepBuilder:
         err = None if self.b_hat is None else combine(ca.SX.zeros(self.nx), h, self.b - self.b_hat, K)
         return x1, S1, err, z1
 
+    def _step_ad(self, x: ca.SX, S: Any, u: ca.SX, p: ca.SX, t: ca.SX, h: ca.SX, z: ca.SX) -> DAEStep:
+        """``"ad"``: CasADi's jacobian of the substep map (x, u) -> x_next, on fresh symbols, chained into S.
+
+        It differentiates through the unrolled Newton iterations; at converged
+        iterates (g at rounding) the derivative of a Newton step is
+        -g_z^-1 g_x, so this agrees with the implicit-function theorem of
+        "forward" to rounding.
+        """
+        nx = self.nx
+        xs, us = ca.SX.sym("xs", nx), ca.SX.sym("us", self.nu)
+        x1, _, err, z1 = self.step(xs, None, us, p, t, h, z)
+        J = ca.jacobian(x1, ca.vertcat(xs, us))
+        outs = ca.substitute([x1, J, z1] + ([err] if err is not None else []), [xs, us], [x, u])
+        S1 = ca.mtimes(outs[1][:, :nx], S) + ca.horzcat(ca.SX(nx, nx), outs[1][:, nx:])
+        return outs[0], S1, outs[3] if err is not None else None, outs[2]
+
     def _explicit(self, x: ca.SX, S: Any, u: ca.SX, p: ca.SX, t: ca.SX, h: ca.SX,
                   z: ca.SX) -> tuple[list[ca.SX], list[ca.SX], list[ca.SX] | None]:
-        sens = self.mode != "none" and S is not None
+        sens = self.mode in ("forward", "variational") and S is not None
         K: list[ca.SX] = []
         Z: list[ca.SX] = []
         dK: list[ca.SX] = []
@@ -221,7 +242,7 @@ class DAESubstepBuilder:
             d = ca.solve(self._matrix(h, vals), r)
             K = [K[i] - d[i * nx:(i + 1) * nx] for i in range(s)]
             Z = [Z[i] - d[s * nx + i * nz:s * nx + (i + 1) * nz] for i in range(s)]
-        if self.mode == "none" or S is None:
+        if self.mode not in ("forward", "variational") or S is None:
             return K, Z, None
         X = [combine(x, h, self.A[i, :], K) for i in range(s)]
         vals = [self._jac(X[i], Z[i], u, p, taus[i]) for i in range(s)]

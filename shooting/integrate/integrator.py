@@ -65,8 +65,10 @@ INPUT_NAMES = ["x", "u", "p", "t0", "dt"]
 #: guess of z at x comes last.
 DAE_INPUT_NAMES = [*INPUT_NAMES, "z0"]
 
-#: Sensitivity modes available for models with algebraic states.
-DAE_SENSITIVITIES = ("forward", "none")
+#: Sensitivity modes available for models with algebraic states (all of them:
+#: "variational" builds the same expressions as "forward" there, see
+#: `shooting.integrate.dae`).
+DAE_SENSITIVITIES = SENSITIVITIES
 
 Builder = SubstepBuilder | DAESubstepBuilder
 
@@ -209,8 +211,7 @@ def build_integrator(
         ``h sum_i (b_i - b_hat_i) K_i``.
         For a model with algebraic states (`shooting.integrate.dae`): one
         more input ``z0 (nz)``, the guess of z at x, and one more output,
-        last, ``z (nz)``: the algebraic state consistent with x_next. Only
-        ``sensitivities`` "forward" and "none" are available there, and
+        last, ``z (nz)``: the algebraic state consistent with x_next.
         ``newton_iterations`` counts the Newton steps of every algebraic
         solve (``newton`` must be "full").
 
