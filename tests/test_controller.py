@@ -86,6 +86,20 @@ def test_regulation_with_hard_bounds_and_stage_references(cartpole: shooting.Mod
     assert np.max(run.x[:, 0]) <= 0.4 + 1e-6  # the hard bound holds in closed loop
 
 
+def test_rate_penalty_matches_the_python_rti(cartpole: shooting.Model) -> None:
+    """R_delta in the condensed Hessian (4 Rd / 2 Rd on the diagonal, -2 Rd below it) and u_prev in the
+    gradient: a wrong factor, a dropped coupling or a stale u_prev moves the inputs far beyond 1e-8."""
+    N = 15
+    common = dict(dt=0.05, Q=[10, 50, 1, 0.1], R=[0.01], u_min=[-20], u_max=[20])
+    rated = shooting.MultipleShootingOCP(cartpole, N, R_delta=[0.5], **common)
+    run, (xs, us) = _host(rated, [0.2, 0.3, 0.0, 0.0], 30)
+    assert all(s == "ok" for s in run.status)
+    assert compare_inputs(run.u, us, 30) < 1e-8
+    plain_run, _ = _host(shooting.MultipleShootingOCP(cartpole, N, **common), [0.2, 0.3, 0.0, 0.0], 30)
+    # the penalty matters here: the largest input step shrinks
+    assert np.abs(np.diff(run.u[:, 0])).max() < 0.7 * np.abs(np.diff(plain_run.u[:, 0])).max()
+
+
 def test_soft_bounds_keep_the_controller_alive_outside_them(cartpole: shooting.Model) -> None:
     base = dict(dt=0.05, Q=[10, 50, 1, 0.1], R=[0.05], x_min=[-0.5, -INF, -INF, -INF], x_max=[0.5, INF, INF, INF])
     x0 = [0.8, 0.2, 0.0, 0.0]  # outside |p| <= 0.5
@@ -149,6 +163,11 @@ int main(void) {
   bad |= cp_mpc_prepare(&mine) != CP_MPC_OK;
   bad |= cp_mpc_feedback(&mine, x, u) != CP_MPC_OK;
   bad |= mine.qp_iterations < 1 || mine.status != CP_MPC_OK;
+  bad |= mine.u_prev[0] != u[0];                        /* feedback remembers the input it returned */
+  bad |= cp_mpc_set_previous_input(&mine, 0) != CP_MPC_BAD_ARGUMENT;
+  xr[0] = 2.5f;
+  bad |= cp_mpc_set_previous_input(&mine, xr) != CP_MPC_OK || mine.u_prev[0] != 2.5f;
+  xr[0] = 0.0f;
   bad |= cp_mpc_shift(&mine) != CP_MPC_OK;
   bad |= cp_mpc_feedback(&mine, x, u) != CP_MPC_NOT_PREPARED;
   x[0] = 0.0f / 0.0f;

@@ -17,7 +17,6 @@ import pytest
 import shooting
 from shooting import MPCController, RTIController, simulate_closed_loop
 from shooting.cli import main
-from shooting.codegen.controller_c import controller_spec
 
 N, DT = 10, 0.1
 Q, R, RD, QF = np.diag([4.0, 0.5]), 0.1, 2.0, np.diag([20.0, 2.0])
@@ -166,14 +165,12 @@ def test_bad_rate_penalties_are_refused(double_integrator, capsys, tmp_path):
     ocp = shooting.MultipleShootingOCP(double_integrator, N, dt=DT, R_delta=[1.0])
     with pytest.raises(ValueError, match="u_prev has 2 entries but needs 1"):
         ocp.solve([0.0, 0.0], u_prev=[1.0, 2.0])
-    with pytest.raises(ValueError, match="not supported by the C controller yet"):
-        controller_spec(ocp)
     for bad, message in (("abc", "--R-delta entry 1 is 'abc', not a number"),
                          ("-1", "--R-delta entries are the diagonal of a positive semi-definite weight"),
                          ("1,2", "--R-delta has 2 value(s) but model cartpole needs 1")):
         assert main(["mpc", "--model", "cartpole", "--R-delta", bad, "--out", str(tmp_path / "o")]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and message in err and "Traceback" not in err
-    assert main(["controller", "--model", "cartpole", "--R-delta", "0.1", "--out", str(tmp_path / "c")]) == 2
-    assert "not supported by the C controller yet" in capsys.readouterr().err
+    assert main(["controller", "--model", "cartpole", "--R-delta", "-0.1", "--out", str(tmp_path / "c")]) == 2
+    assert "--R-delta entries are the diagonal" in capsys.readouterr().err
     assert not (tmp_path / "o").exists() and not (tmp_path / "c").exists()

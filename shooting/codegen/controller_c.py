@@ -64,6 +64,8 @@ class ControllerSpec:
         The tableau's name.
     steps : int
     Q, R, Q_terminal : ndarray
+    R_delta : ndarray, shape (nu, nu)
+        The input-rate weight (zero: no rate penalty).
     x_ref : ndarray, shape (N+1, nx)
     u_ref : ndarray, shape (N, nu)
     u_min, u_max : ndarray, shape (nu,)
@@ -90,6 +92,7 @@ class ControllerSpec:
     Q: FloatArray
     R: FloatArray
     Q_terminal: FloatArray
+    R_delta: FloatArray
     x_ref: FloatArray
     u_ref: FloatArray
     u_min: FloatArray
@@ -184,9 +187,6 @@ def controller_spec(ocp: MultipleShootingOCP, *, x0: object = None, guess: tuple
     if unsupported:
         raise ValueError(f"the C controller solves the quadratic tracking problem with bounds only: drop "
                          f"{', '.join(unsupported)} (or run RTIController in Python)")
-    if ocp.R_delta.any():
-        raise ValueError("R_delta (the input-rate penalty) is not supported by the C controller yet: drop it, or run "
-                         "RTIController in Python")
     if ocp.model.nz:
         raise ValueError(f"model {ocp.model.name} has algebraic states, which the C controller does not take yet: "
                          f"export its integrator (shooting-codegen integrator) or run RTIController in Python")
@@ -215,7 +215,8 @@ def controller_spec(ocp: MultipleShootingOCP, *, x0: object = None, guess: tuple
     return ControllerSpec(
         model=model, step=step, horizon=ocp.horizon, dt=float(ocp.dt),
         method=ocp.problem.tableau.name or "custom tableau", steps=int(ocp.steps),
-        Q=ocp.Q, R=ocp.R, Q_terminal=ocp.Q_terminal, x_ref=ocp.x_ref.copy(), u_ref=ocp.u_ref.copy(),
+        Q=ocp.Q, R=ocp.R, Q_terminal=ocp.Q_terminal, R_delta=ocp.R_delta.copy(), x_ref=ocp.x_ref.copy(),
+        u_ref=ocp.u_ref.copy(),
         u_min=ocp.u_min.copy(), u_max=ocp.u_max.copy(), bounded=bounded,
         x_min=ocp.x_min[bounded].copy(), x_max=ocp.x_max[bounded].copy(), soft=bool(ocp.soft_x_bounds),
         slack_l1=float(ocp.slack_l1), slack_l2=float(ocp.slack_l2), p0=model.p0.copy(),
@@ -308,7 +309,8 @@ def generate_controller(spec: ControllerSpec, name: str, *, real: Real = "double
                                               "nr_1")},
         nb=nb, nb_1=max(nb, 1), n_out=spec.step.n_out(),
         kernels=_kernels(model.nx, model.nu), apply_Q=_apply(spec.Q, real), apply_R=_apply(spec.R, real),
-        apply_Qf=_apply(spec.Q_terminal, real),
+        apply_Qf=_apply(spec.Q_terminal, real), apply_Rd=_apply(spec.R_delta, real),
+        rate=1 if spec.R_delta.any() else 0,
         lbU=_values(lbU, real), ubU=_values(ubU, real), bstate=", ".join(map(str, spec.bounded.tolist())) or "0",
         bmin=_values(spec.x_min if nb else [-inf], real), bmax=_values(spec.x_max if nb else [inf], real),
         x_ref0=_values(spec.x_ref, real), u_ref0=_values(spec.u_ref, real),
