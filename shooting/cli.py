@@ -206,7 +206,8 @@ def cmd_list() -> int:
     print("Models (shooting.load_model / --model):")
     for name in shooting.model_names():
         m = shooting.load_model(name)
-        print(f"  {name:<14} nx={m.nx:<3} nu={m.nu:<2} np={m.np:<2} {m.description}")
+        nz = f"nz={m.nz:<2}" if m.nz else " " * 5
+        print(f"  {name:<14} nx={m.nx:<3} nu={m.nu:<2} np={m.np:<2} {nz} {m.description}")
     print("\nTableaus (--method):")
     for name in shooting.tableau_names():
         t = shooting.get_tableau(name)
@@ -414,6 +415,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("shooting-codegen: interrupted", file=sys.stderr)
         return 130
+    except Exception as err:
+        # A Ctrl-C that lands inside a C extension (e.g. CasADi converting a
+        # result to numpy) surfaces as that extension's error, caused by the
+        # KeyboardInterrupt: still an interruption, not a crash.
+        if not _caused_by_interrupt(err):
+            raise
+        print("shooting-codegen: interrupted", file=sys.stderr)
+        return 130
+
+
+def _caused_by_interrupt(err: BaseException) -> bool:
+    """True when a KeyboardInterrupt is in the cause/context chain of `err`."""
+    seen: set[int] = set()
+    cur: BaseException | None = err
+    while cur is not None and id(cur) not in seen:
+        if isinstance(cur, KeyboardInterrupt):
+            return True
+        seen.add(id(cur))
+        cur = cur.__cause__ or cur.__context__
+    return False
 
 
 if __name__ == "__main__":

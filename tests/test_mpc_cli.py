@@ -132,3 +132,27 @@ def test_ctrl_c_stops_the_run_writes_nothing_and_exits_130(tmp_path):
     assert proc.returncode == 130, seen + err
     assert "interrupted" in err and "Traceback" not in err
     assert not (tmp_path / "out").exists()
+
+
+def test_interrupt_inside_a_c_extension_is_still_an_interrupt(tmp_path, monkeypatch, capsys):
+    """A Ctrl-C landing inside CasADi's conversion of a result surfaces as SystemError caused by
+    KeyboardInterrupt (seen in CI): exit 130 and "interrupted", no traceback; other errors still raise."""
+    from shooting import cli
+
+    def interrupted(_args):
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as err:
+            raise SystemError("<function DM.__array__> returned a result with an exception set") from err
+
+    monkeypatch.setattr(cli, "cmd_list", lambda: interrupted(None))
+    assert cli.main(["list"]) == 130
+    err = capsys.readouterr().err
+    assert "interrupted" in err and "Traceback" not in err
+
+    def broken():
+        raise SystemError("a real bug")
+
+    monkeypatch.setattr(cli, "cmd_list", broken)
+    with pytest.raises(SystemError, match="a real bug"):
+        cli.main(["list"])
