@@ -32,7 +32,9 @@ for (K, Z) together by Newton on
 whose Jacobian is, with J_i = f_x, F_i = f_z, G_i = g_x, H_i = g_z at stage i,
 
     M = [ I - h blockdiag(J_i)(A kron I)    -blockdiag(F_i) ]
-        [ h blockdiag(G_i)(A kron I)         blockdiag(H_i) ].
+        [ h blockdiag(G_i)(A kron I)         blockdiag(H_i) ],
+
+solved by eliminating Z stage by stage (`DAESubstepBuilder._joint_solve`).
 
 All Newton iterations are unrolled into the SX graph (code-generable; no
 rootfinder object). Sensitivities S = dx/d(x_0, u) follow the
@@ -59,7 +61,7 @@ from typing import Any
 import casadi as ca
 import numpy as np
 
-from shooting.integrate.stages import combine
+from shooting.integrate.stages import combine, newton_matrix
 
 __all__ = ["DAESubstepBuilder", "stiffly_accurate"]
 
@@ -238,36 +240,39 @@ class DAESubstepBuilder:
         for _ in range(self.newton_iterations):
             X = [combine(x, h, self.A[i, :], K) for i in range(s)]
             vals = [self._jac(X[i], Z[i], u, p, taus[i]) for i in range(s)]
-            r = ca.vertcat(*[K[i] - vals[i][0] for i in range(s)], *[vals[i][1] for i in range(s)])
-            d = ca.solve(self._matrix(h, vals), r)
-            K = [K[i] - d[i * nx:(i + 1) * nx] for i in range(s)]
-            Z = [Z[i] - d[s * nx + i * nz:s * nx + (i + 1) * nz] for i in range(s)]
+            dK, dZ = self._joint_solve(h, vals, [K[i] - vals[i][0] for i in range(s)], [v[1] for v in vals])
+            K = [K[i] - dK[i] for i in range(s)]
+            Z = [Z[i] - dZ[i] for i in range(s)]
         if self.mode not in ("forward", "variational") or S is None:
             return K, Z, None
         X = [combine(x, h, self.A[i, :], K) for i in range(s)]
         vals = [self._jac(X[i], Z[i], u, p, taus[i]) for i in range(s)]
-        rhs = [ca.mtimes(v[2], S) + ca.horzcat(ca.SX(nx, nx), v[4]) for v in vals]
-        rhs += [-(ca.mtimes(v[5], S) + ca.horzcat(ca.SX(nz, nx), v[7])) for v in vals]
-        d = ca.solve(self._matrix(h, vals), ca.vertcat(*rhs))
-        return K, Z, [d[i * nx:(i + 1) * nx, :] for i in range(s)]
+        rhs_K = [ca.mtimes(v[2], S) + ca.horzcat(ca.SX(nx, nx), v[4]) for v in vals]
+        rhs_g = [-(ca.mtimes(v[5], S) + ca.horzcat(ca.SX(nz, nx), v[7])) for v in vals]
+        dK, _ = self._joint_solve(h, vals, rhs_K, rhs_g)
+        return K, Z, dK
 
-    def _matrix(self, h: ca.SX, vals: list[Any]) -> ca.SX:
-        """The joint Newton matrix M of the module docstring at the stage values `vals`."""
-        s, nx, nz = len(self.c), self.nx, self.nz
-        rows = []
-        for i in range(s):
-            Jx, Jz = vals[i][2], vals[i][3]
-            blocks = []
-            for j in range(s):
-                blk = ca.SX.eye(nx) if i == j else ca.SX(nx, nx)
-                if self.A[i, j] != 0.0:
-                    blk = blk - (h * float(self.A[i, j])) * Jx
-                blocks.append(blk)
-            blocks += [-Jz if i == j else ca.SX(nx, nz) for j in range(s)]
-            rows.append(ca.horzcat(*blocks))
-        for i in range(s):
-            Gx, Gz = vals[i][5], vals[i][6]
-            blocks = [(h * float(self.A[i, j])) * Gx if self.A[i, j] != 0.0 else ca.SX(nz, nx) for j in range(s)]
-            blocks += [Gz if i == j else ca.SX(nz, nz) for j in range(s)]
-            rows.append(ca.horzcat(*blocks))
-        return ca.vertcat(*rows)
+    def _joint_solve(self, h: ca.SX, vals: list[Any], r_K: list[ca.SX],
+                     r_g: list[ca.SX]) -> tuple[list[ca.SX], list[ca.SX]]:
+        """Solve M [dK; dZ] = [r_K; r_g] with the joint matrix M of the module docstring.
+
+        The algebraic blocks are block diagonal (H_i = g_z at stage i), so dZ is
+        eliminated stage by stage (Schur complement):
+
+            dZ_i = H_i^-1 (r_g,i - h G_i sum_j a_ij dK_j),
+            (I - h blockdiag(J_i - F_i H_i^-1 G_i)(A kron I)) dK = r_K + [F_i H_i^-1 r_g,i]_i,
+
+        i.e. the ODE's Newton matrix with the reduced Jacobians: an s nx system
+        and s small nz systems instead of one of size s (nx + nz).
+        """
+        s = len(self.c)
+        Hinv_G = [ca.solve(v[6], v[5]) for v in vals]                # H_i^-1 G_i, (nz, nx)
+        Hinv_r = [ca.solve(v[6], r) for v, r in zip(vals, r_g, strict=True)]
+        reduced = [v[2] - ca.mtimes(v[3], Hg) for v, Hg in zip(vals, Hinv_G, strict=True)]
+        rhs = ca.vertcat(*[r_K[i] + ca.mtimes(vals[i][3], Hinv_r[i]) for i in range(s)])
+        d = ca.solve(newton_matrix(self.A, h, reduced), rhs)
+        nx = self.nx
+        dK = [d[i * nx:(i + 1) * nx, :] for i in range(s)]
+        dZ = [Hinv_r[i] - ca.mtimes(Hinv_G[i], combine(ca.SX.zeros(dK[0].shape), h, self.A[i, :], dK))
+              for i in range(s)]
+        return dK, dZ
