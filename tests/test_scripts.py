@@ -10,7 +10,8 @@ import pytest
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 QUICK_ARGS = {"bench_integrators.py": ["--quick"], "bench_codegen.py": ["--quick"], "bench_mpc.py": ["--quick"],
-              "bench_mpc_peers.py": ["--quick"], "bench_rti.py": ["--quick"], "bench_controller.py": ["--quick"]}
+              "bench_mpc_peers.py": ["--quick"], "bench_rti.py": ["--quick"], "bench_controller.py": ["--quick"],
+              "bench_dae.py": ["--quick"]}
 
 
 def test_every_benchmark_has_a_quick_mode():
