@@ -18,7 +18,7 @@ from typing import NoReturn
 
 import shooting
 from shooting.codegen import check_controller_export, check_export, export_controller, export_integrator
-from shooting.codegen.pipeline import MAX_VECTORS
+from shooting.codegen.pipeline import MAX_VECTORS, ExportReport
 from shooting.integrate.integrator import MAX_NEWTON_ITERATIONS, MAX_STEPS
 from shooting.mpc.problem import MAX_HORIZON
 from shooting.mpc.run import run_scenario
@@ -243,6 +243,18 @@ def _lint(model: shooting.Model, method: str | shooting.ButcherTableau, steps: i
         print(f"shooting-codegen: warning: {report.message} (--no-lint silences this)", file=sys.stderr)
 
 
+def _print_report(report: ExportReport, out: str) -> bool:
+    """Print an export's lines (its problems on stderr); False when its check failed and nothing was written."""
+    for line in report.lines:
+        print(line)
+    for problem in report.problems:
+        if problem not in report.lines:
+            print(problem, file=sys.stderr)
+    if not report.ok:
+        print(f"check failed: nothing written to {out}", file=sys.stderr)
+    return report.ok
+
+
 def cmd_integrator(args: argparse.Namespace) -> int:
     progress = _Progress(args.quiet)
     if args.tableau_file and args.method:
@@ -264,13 +276,7 @@ def cmd_integrator(args: argparse.Namespace) -> int:
     report = export_integrator(F, args.out, real=args.real, target=args.target, check=args.check,
                                vectors=args.vectors, force=args.force, dt=dt,
                                metadata={"model_spec": args.model}, progress=progress)
-    for line in report.lines:
-        print(line)
-    for problem in report.problems:
-        if problem not in report.lines:
-            print(problem, file=sys.stderr)
-    if not report.ok:
-        print(f"check failed: nothing written to {args.out}", file=sys.stderr)
+    if not _print_report(report, args.out):
         return 1
     print(f"{args.out}/{report.name}.c, {report.name}.h, manifest.json, Makefile")
     return 0
@@ -383,13 +389,7 @@ def cmd_controller(args: argparse.Namespace) -> int:
                                force=args.force, name=args.name, x0=scenario.x0, check_steps=args.check_steps,
                                metadata={"model_spec": args.model, "model_args": model_args, "qp_solver": args.qp},
                                progress=progress)
-    for line in report.lines:
-        print(line)
-    for problem in report.problems:
-        if problem not in report.lines:
-            print(problem, file=sys.stderr)
-    if not report.ok:
-        print(f"check failed: nothing written to {args.out}", file=sys.stderr)
+    if not _print_report(report, args.out):
         return 1
     print(f"{args.out}/" + ", ".join(p.name for p in report.files))
     return 0

@@ -13,7 +13,6 @@ manifest and the header -> install. A failed check writes nothing.
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -32,8 +31,7 @@ from shooting.codegen.controller_check import (
     host_loop,
     reference_loop,
 )
-from shooting.codegen.pipeline import ExportReport, require_tools
-from shooting.codegen.toolchain import M4Size
+from shooting.codegen.pipeline import ExportReport, ExportRuns, require_tools
 from shooting.codegen.verify import CheckReport
 from shooting.mpc.ocp import MultipleShootingOCP
 from shooting.options import REALS, TARGETS, Real, Target
@@ -61,20 +59,6 @@ def check_controller_export(out_dir: str | os.PathLike[str], name: str | None = 
     require_tools(target, check)
 
 
-def _cortex_m4(export: CExport) -> tuple[M4Size | None, list[str], str, int | None]:
-    """Cross-compile the controller: (size, undefined symbols, failure line, bytes of the memory struct)."""
-    with tempfile.TemporaryDirectory(prefix="shooting_ctl_size_") as tmp:
-        for fname, text in export.files.items():
-            (Path(tmp) / fname).write_text(text)
-        obj = Path(tmp) / f"{export.name}.o"
-        result, size = toolchain.compile_cortex_m4(Path(tmp) / f"{export.name}.c", obj, call_graph="auto")
-        if not result.ok or size is None:
-            return None, [], f"arm-none-eabi-gcc failed compiling {export.name}.c: " \
-                             f"{toolchain.first_error_line(result.stderr)}", None
-        symbols = toolchain.symbol_sizes(obj)
-        return size, toolchain.undefined_symbols(obj), "", symbols.get(f"{export.name}_instance")
-
-
 def _loop_report(run: LoopRun, ref_u: np.ndarray, real: Real) -> CheckReport:
     error = compare_inputs(run.u, ref_u, CHECK_SAMPLES)
     allowed = INPUT_TOLERANCE[real]
@@ -85,18 +69,13 @@ def _loop_report(run: LoopRun, ref_u: np.ndarray, real: Real) -> CheckReport:
                        details, margin=error / allowed if allowed > 0 else float("inf"))
 
 
-class _Runs:
+class _Runs(ExportRuns):
     """The checks and measurements of one controller export."""
 
     def __init__(self, export: CExport, spec: ControllerSpec, x0: np.ndarray, ocp: MultipleShootingOCP,
                  steps: int, say: Progress) -> None:
-        self.export, self.spec, self.x0, self.ocp, self.steps, self.say = export, spec, x0, ocp, steps, say
-        self.lines: list[str] = []
-        self.problems: list[str] = []
-        self.checks: list[CheckReport] = []
-        self.measured: dict[str, Any] = {}
-        self.size: M4Size | None = None
-        self.doubles: list[str] = []
+        super().__init__(export, say)
+        self.spec, self.x0, self.ocp, self.steps = spec, x0, ocp, steps
         self._ref_u: np.ndarray | None = None
 
     def reference(self) -> np.ndarray:
@@ -132,21 +111,8 @@ class _Runs:
         if target != "cortex-m4":
             return
         self.say("cross-compiling for Cortex-M4")
-        self.size, undefined, failure, mem = _cortex_m4(self.export)
-        if self.size is None:
-            self.problems.append(failure)
+        if not self.cross_compile("auto", instance=f"{self.export.name}_instance"):
             return
-        size = self.size
-        self.measured["cortex_m4"] = {"flash": size.flash, "ram": size.ram, "text": size.text, "data": size.data,
-                                      "bss": size.bss, "stack": size.stack, "undefined": undefined,
-                                      "mem_bytes": mem}
-        self.lines.append(f"cortex-m4: flash {size.flash} B (text {size.text} + data {size.data}), RAM {size.ram} B "
-                          f"(data {size.data} + bss {size.bss}, of which the memory struct {mem} B, + worst stack "
-                          f"{size.stack} B)")
-        if self.export.manifest["real"] == "float":
-            self.doubles = toolchain.double_precision_symbols(undefined)
-            if self.doubles:
-                self.problems.append(f"float build uses double precision: {', '.join(self.doubles)}")
         if check:
             self.say(f"closed loop on the emulated Cortex-M4 (qemu mps2-an386, -icount), {self.steps} samples")
             self.record(board_loop(self.export, self.spec, self.x0, self.steps), "check_cortex_m4")

@@ -27,7 +27,7 @@ from shooting.integrate.integrator import step_info
 from shooting.model import Model
 from shooting.options import REALS, TARGETS, Real, Target
 
-__all__ = ["ExportReport", "check_export", "export_integrator", "install_export", "owned_export_files",
+__all__ = ["ExportReport", "ExportRuns", "check_export", "export_integrator", "install_export", "owned_export_files",
            "require_tools"]
 
 Progress = Callable[[str], None]
@@ -168,31 +168,79 @@ def require_tools(target: Target, check: bool) -> None:
             raise ValueError("qemu-system-arm (machine mps2-an386) not found: apt-get install qemu-system-arm")
 
 
-def _cortex_m4_object(export: CExport) -> tuple[M4Size | None, list[str], str]:
-    """Cross-compile the export; (size, undefined symbols, first error line)."""
-    with tempfile.TemporaryDirectory(prefix="shooting_m4_") as tmp:
-        for fname, text in export.files.items():
-            (Path(tmp) / fname).write_text(text)
-        obj = Path(tmp) / f"{export.name}.o"
-        result, size = toolchain.compile_cortex_m4(Path(tmp) / f"{export.name}.c", obj,
-                                                   call_graph=export.call_graph)
-        if not result.ok or size is None:
-            return None, [], f"arm-none-eabi-gcc failed compiling {export.name}.c: " \
-                             f"{toolchain.first_error_line(result.stderr)}"
-        return size, toolchain.undefined_symbols(obj), ""
+class ExportRuns:
+    """The checks and measurements of one export (integrator or controller), collected as they run.
 
+    Attributes
+    ----------
+    lines, problems : list of str
+        What to print, and what makes the export fail.
+    checks : list of CheckReport
+    measured : dict
+        Manifest entries.
+    size : M4Size or None
+        Set by `cross_compile`.
+    doubles : list of str
+        Double-precision routines a float build calls.
+    """
 
-class _Runs:
-    """The checks and measurements of one export, collected as they run."""
-
-    def __init__(self, export: CExport, F: ca.Function, vectors: list[list[Any]], say: Progress) -> None:
-        self.export, self.F, self.vectors, self.say = export, F, vectors, say
+    def __init__(self, export: CExport, say: Progress) -> None:
+        self.export, self.say = export, say
         self.lines: list[str] = []
         self.problems: list[str] = []
         self.checks: list[CheckReport] = []
         self.measured: dict[str, Any] = {}
         self.size: M4Size | None = None
         self.doubles: list[str] = []
+
+    def cross_compile(self, call_graph: Any, instance: str | None = None) -> bool:
+        """Compile the export for the Cortex-M4 and record flash, RAM and its double-precision calls.
+
+        Parameters
+        ----------
+        call_graph : mapping or "auto"
+            For the worst-case stack (`toolchain.compile_cortex_m4`).
+        instance : str, optional
+            A static symbol whose size is reported as the memory struct's.
+
+        Returns
+        -------
+        bool
+            False when it does not compile (the failure is in `problems`).
+        """
+        export = self.export
+        with tempfile.TemporaryDirectory(prefix="shooting_m4_") as tmp:
+            for fname, text in export.files.items():
+                (Path(tmp) / fname).write_text(text)
+            obj = Path(tmp) / f"{export.name}.o"
+            result, size = toolchain.compile_cortex_m4(Path(tmp) / f"{export.name}.c", obj, call_graph=call_graph)
+            if not result.ok or size is None:
+                self.problems.append(f"arm-none-eabi-gcc failed compiling {export.name}.c: "
+                                     f"{toolchain.first_error_line(result.stderr)}")
+                return False
+            undefined = toolchain.undefined_symbols(obj)
+            mem = toolchain.symbol_sizes(obj).get(instance) if instance else None
+        self.size = size
+        self.measured["cortex_m4"] = {"flash": size.flash, "ram": size.ram, "text": size.text, "data": size.data,
+                                      "bss": size.bss, "stack": size.stack, "undefined": undefined,
+                                      **({"mem_bytes": mem} if instance else {})}
+        ram = (f"(data {size.data} + bss {size.bss}, of which the memory struct {mem} B, + worst stack "
+               f"{size.stack} B)" if instance else f"(data {size.data} + bss {size.bss} + worst stack {size.stack})")
+        self.lines.append(f"cortex-m4: flash {size.flash} B (text {size.text} + data {size.data}), RAM {size.ram} B "
+                          + ram)
+        if export.manifest["real"] == "float":
+            self.doubles = toolchain.double_precision_symbols(undefined)
+            if self.doubles:
+                self.problems.append(f"float build uses double precision: {', '.join(self.doubles)}")
+        return True
+
+
+class _Runs(ExportRuns):
+    """The checks of one integrator export: host and board against CasADi on test vectors."""
+
+    def __init__(self, export: CExport, F: ca.Function, vectors: list[list[Any]], say: Progress) -> None:
+        super().__init__(export, say)
+        self.F, self.vectors = F, vectors
 
     def record(self, report: CheckReport, key: str, required: bool) -> None:
         self.checks.append(report)
@@ -211,19 +259,8 @@ class _Runs:
         if target != "cortex-m4":
             return
         self.say("cross-compiling for Cortex-M4")
-        self.size, undefined, failure = _cortex_m4_object(self.export)
-        if self.size is None:
-            self.problems.append(failure)
+        if not self.cross_compile(self.export.call_graph):
             return
-        size = self.size
-        self.measured["cortex_m4"] = {"flash": size.flash, "ram": size.ram, "text": size.text, "data": size.data,
-                                      "bss": size.bss, "stack": size.stack, "undefined": undefined}
-        self.lines.append(f"cortex-m4: flash {size.flash} B (text {size.text} + data {size.data}), "
-                          f"RAM {size.ram} B (data {size.data} + bss {size.bss} + worst stack {size.stack})")
-        if real == "float":
-            self.doubles = toolchain.double_precision_symbols(undefined)
-            if self.doubles:
-                self.problems.append(f"float build uses double precision: {', '.join(self.doubles)}")
         if check:
             self.say("running on an emulated Cortex-M4 (qemu mps2-an386)")
             self.record(check_cortex_m4(self.export, self.F, self.vectors), "check_cortex_m4", required=True)

@@ -50,15 +50,16 @@ def algebraic_bound_rows(model: Model, z: ca.SX) -> list[ca.SX]:
     return rows
 
 
-def algebraic_residual(model: Model, step: ca.Function, parameters: dict[str, Any], x: FloatArray,
+def algebraic_residual(model: Model, step_map: ca.Function, parameters: dict[str, Any], x: FloatArray,
                        u: FloatArray, dt: float) -> float:
     """How far the steps at a solution are from the steps with converged algebraic states.
 
     Parameters
     ----------
     model : Model
-    step : casadi.Function
-        The OCP's step ``(x, u, p, t0, dt, z0) -> (x_next, ..., z)``.
+    step_map : casadi.Function
+        The OCP's step ``(x, u, p, t0, dt, z0) -> (x_next, ..., z)`` mapped over
+        the N intervals (built once with the NLP).
     parameters : dict
         The unpacked NLP parameters (`ShootingLayout.unpack_parameters`): ``p``
         (np, N) and ``t0``.
@@ -81,7 +82,7 @@ def algebraic_residual(model: Model, step: ca.Function, parameters: dict[str, An
         z = np.column_stack([model.consistent_z(x[k], u[k], pk[:, k], times[k]) for k in range(N)])
     except ValueError:
         return float("inf")
-    F = step.map(N)
+    F = step_map
     args = [x[:-1].T, u.T, pk, times[None, :], dt]
     ours = np.array(F.call([*args, np.tile(model.z0[:, None], (1, N))])[0], dtype=float)
     true = np.array(F.call([*args, z])[0], dtype=float)

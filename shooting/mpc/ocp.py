@@ -263,7 +263,7 @@ class MultipleShootingOCP:
         xr, ur, p, t0 = par["x_ref"], par["u_ref"], par["p"], par["t0"]  # p: column k for interval k
 
         # Dynamics of all intervals in one mapped call of the step Function.
-        Fmap = self.step_function.map(N)
+        self._step_map = Fmap = self.step_function.map(N)
         times = ca.DM(np.arange(N) * self.dt).T
         # (the first output: embedded pairs also return their error estimate).
         # Models with algebraic states: every interval's Newton on g starts from
@@ -476,8 +476,7 @@ class MultipleShootingOCP:
         )
         x, u = self.layout.unpack_w(w)
         success, status = bool(stats.get("success", False)), NLPSolvers.status(stats)
-        residual = algebraic_residual(self.model, self.step_function, self.layout.unpack_parameters(P), x, u,
-                                      self.dt)
+        residual = algebraic_residual(self.model, self._step_map, self.layout.unpack_parameters(P), x, u, self.dt)
         if residual > ALGEBRAIC_TOLERANCE:
             # The dynamics were evaluated with unconverged algebraic states.
             success, status = False, f"{status}; algebraic equations unsolved (residual {residual:.1e})"
