@@ -61,7 +61,7 @@ from typing import Any
 import casadi as ca
 import numpy as np
 
-from shooting.integrate.stages import combine, newton_matrix
+from shooting.integrate.stages import RhsSizes, combine, newton_matrix
 
 __all__ = ["DAESubstepBuilder", "stiffly_accurate"]
 
@@ -76,7 +76,7 @@ def stiffly_accurate(A: np.ndarray, b: np.ndarray, c: np.ndarray) -> bool:
 
 
 @dataclass(frozen=True)
-class DAESubstepBuilder:
+class DAESubstepBuilder(RhsSizes):
     """Build one substep of a tableau on a DAE model (module docstring).
 
     Parameters
@@ -110,20 +110,8 @@ class DAESubstepBuilder:
     newton_iterations: int
 
     @property
-    def nx(self) -> int:
-        return int(self.f.size1_in(0))
-
-    @property
     def nz(self) -> int:
         return int(self.f.size1_in(4))
-
-    @property
-    def nu(self) -> int:
-        return int(self.f.size1_in(1))
-
-    @property
-    def npar(self) -> int:
-        return int(self.f.size1_in(2))
 
     @cached_property
     def _jac(self) -> ca.Function:

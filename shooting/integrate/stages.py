@@ -23,9 +23,27 @@ import casadi as ca
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["combine", "explicit_stages", "implicit_stages", "stage_states", "newton_matrix"]
+__all__ = ["RhsSizes", "combine", "explicit_stages", "implicit_stages", "stage_states", "newton_matrix"]
 
 Rhs = Callable[[ca.SX, ca.SX], ca.SX]
+
+
+class RhsSizes:
+    """``nx``, ``nu``, ``npar`` of a builder whose ``f`` is a model's right-hand side ``f(x, u, p, t[, z])``."""
+
+    f: ca.Function
+
+    @property
+    def nx(self) -> int:
+        return int(self.f.size1_in(0))
+
+    @property
+    def nu(self) -> int:
+        return int(self.f.size1_in(1))
+
+    @property
+    def npar(self) -> int:
+        return int(self.f.size1_in(2))
 
 
 def combine(base: ca.SX, h: ca.SX, weights: Sequence[float] | npt.NDArray[np.float64],

@@ -44,7 +44,7 @@ from typing import Any
 import casadi as ca
 import numpy as np
 
-from shooting.integrate.stages import combine, explicit_stages, implicit_stages, newton_matrix
+from shooting.integrate.stages import RhsSizes, combine, explicit_stages, implicit_stages, newton_matrix
 
 __all__ = ["SubstepBuilder"]
 
@@ -60,7 +60,7 @@ def _value_and_jacobian(fjac: ca.Function, X: ca.SX, u: ca.SX, p: ca.SX, tau: ca
 
 
 @dataclass(frozen=True)
-class SubstepBuilder:
+class SubstepBuilder(RhsSizes):
     """Build one substep of a tableau on a model's right-hand side.
 
     Parameters
@@ -90,18 +90,6 @@ class SubstepBuilder:
     mode: str
     newton_iterations: int
     simplified_newton: bool = False
-
-    @property
-    def nx(self) -> int:
-        return int(self.f.size1_in(0))
-
-    @property
-    def nu(self) -> int:
-        return int(self.f.size1_in(1))
-
-    @property
-    def npar(self) -> int:
-        return int(self.f.size1_in(2))
 
     @cached_property
     def _fjac(self) -> ca.Function:
