@@ -15,6 +15,13 @@ about log2(N) tiny wrappers, and its work memory holds one state per level.
 (CasADi's `mapaccum`/`fold` keep the code small too, but store every
 intermediate accumulator, so their work memory grows linearly with N: too
 much for a microcontroller at N = 200.)
+
+A doubled step is marked ``never_inline``: an SX graph that calls it (the
+OCP's NLP, the RTI's QP data) holds one call node instead of N inlined
+substeps, so building the NLP and its derivatives stays O(log N) in time and
+memory whatever N is. On the host, where code size does not matter but call
+overhead does, the lowest levels may be flat SX blocks of several substeps
+(``unroll=<int>``; the OCP and the RTI use `HOST_UNROLL_STEPS`).
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ from shooting.tableaus.catalogue import get_tableau
 from shooting.tableaus.tableau import ButcherTableau
 
 __all__ = ["DAE_INPUT_NAMES", "DAE_SENSITIVITIES", "DEFAULT_NEWTON_ITERATIONS", "DEFAULT_SIMPLIFIED_NEWTON_ITERATIONS",
-           "INPUT_NAMES", "MAX_NEWTON_ITERATIONS",
+           "HOST_UNROLL_STEPS", "INPUT_NAMES", "MAX_NEWTON_ITERATIONS",
            "MAX_STEPS", "UNROLL_MAX_STEPS", "StepInfo", "build_integrator", "newton_iterations_for", "resolve_tableau",
            "step_info"]
 
@@ -50,6 +57,12 @@ DEFAULT_SIMPLIFIED_NEWTON_ITERATIONS = 8
 #: Largest number of substeps that is unrolled into one flat SX function when
 #: `unroll` is not given (measured by scripts/bench_integrators.py).
 UNROLL_MAX_STEPS = 4
+
+#: Flat SX blocks of up to this many substeps under the doubling when a step
+#: is built for the host (OCP, RTI): measured on the cart-pole at 1024
+#: substeps, blocks of 16 make the NLP's Hessian 3x faster than single
+#: substeps and build in 0.1 s (scripts/bench_integrators.py).
+HOST_UNROLL_STEPS = 16
 
 #: Most substeps per shooting interval: beyond it a step is neither useful (use a
 #: smaller dt or an implicit method) nor exact in float (2**24 substep times).
@@ -162,7 +175,7 @@ def build_integrator(
     *,
     newton_iterations: int | None = None,
     newton: NewtonMethod = "full",
-    unroll: bool | None = None,
+    unroll: bool | int | None = None,
     name: str | None = None,
 ) -> ca.Function:
     """Build a Runge-Kutta shooting step with exact sensitivities.
@@ -194,9 +207,12 @@ def build_integrator(
         linear convergence: check the residual for your model and step).
         Either way A and B follow the implicit-function theorem at the final
         stages.
-    unroll : bool, optional
+    unroll : bool or int, optional
         Unroll all substeps into one flat SX function (True), or compose them
-        with a constant-size graph (False). Default: unroll when
+        by binary doubling of one substep, a graph of O(log steps) size
+        (False). An integer n: unroll when ``steps <= n``, else double flat
+        blocks of up to n substeps (the largest power of two <= n): faster
+        on the host, bigger code. Default: unroll when
         ``steps <= UNROLL_MAX_STEPS``.
     name : str, optional
         Function name (default ``<model>_<method>``).
@@ -227,10 +243,16 @@ def build_integrator(
     steps = _validate.integer(steps, "steps", minimum=1, maximum=MAX_STEPS)
     sensitivities = _validate.choice(sensitivities, SENSITIVITIES, "sensitivities")
     newton_iterations = newton_iterations_for(newton, newton_iterations)
+    block = 1
     if unroll is None:
         unroll = steps <= UNROLL_MAX_STEPS
+    elif isinstance(unroll, (bool, np.bool_)):
+        unroll = bool(unroll)
     else:
-        unroll = _validate.flag(unroll, "unroll")
+        block = _validate.integer(unroll, "unroll (True, False or a number of substeps)", minimum=1,
+                                  maximum=MAX_STEPS)
+        unroll = steps <= block
+        block = 1 << (block.bit_length() - 1)  # the largest power of two <= unroll
     if name is None:
         name = _validate.sanitized_identifier(f"{model.name}_{tab.name or 'rk'}")
     else:
@@ -246,8 +268,7 @@ def build_integrator(
         )
     else:
         builder = _ode_builder(model, tab, sensitivities, newton_iterations, newton)
-    assemble = _unrolled if unroll else _doubled
-    F = assemble(builder, steps, name)
+    F = _unrolled(builder, steps, name) if unroll else _doubled(builder, steps, name, block)
     assert not F.has_free(), "integrator Function has free symbols"
     dae_newton = model.is_dae
     _BUILT[F] = StepInfo(model, tab, steps, sensitivities, None if tab.explicit and not dae_newton else newton,
@@ -374,8 +395,12 @@ def _level_zero(builder: Builder, name: str) -> ca.Function:
                        {"cse": True})
 
 
-def _doubled(builder: Builder, steps: int, name: str) -> ca.Function:
-    """All substeps by binary doubling of one seeded substep function."""
+def _doubled(builder: Builder, steps: int, name: str, block: int = 1) -> ca.Function:
+    """All substeps by binary doubling of one seeded substep function.
+
+    Levels up to `block` substeps (a power of two) are flat SX functions; the
+    levels above call the one below twice (MX), so the graph stays O(log N).
+    """
     sens = builder.mode != "none"
     emb = builder.b_hat is not None
     levels = [_level_zero(builder, name)]
@@ -385,15 +410,18 @@ def _doubled(builder: Builder, steps: int, name: str) -> ca.Function:
     # G_k = G_{k-1} o G_{k-1}, as many levels as N has binary digits.
     while len(levels) < steps.bit_length():
         prev, k = levels[-1], len(levels)
-        mx_in = [ca.MX.sym(n, prev.sparsity_in(i)) for i, n in enumerate(in_names)]
-        a = dict(zip(in_names, mx_in, strict=True))
+        kind = ca.SX if 2 ** k <= block else ca.MX
+        sym_in = [kind.sym(n, prev.sparsity_in(i)) for i, n in enumerate(in_names)]
+        a = dict(zip(in_names, sym_in, strict=True))
         first = prev.call(a)
         second = prev.call({**a, **{i: first[o] for i, o in carried.items() if i in a},
                             "t": a["t"] + float(2 ** (k - 1)) * a["h"]})
         out = dict(second)
         if emb:
             out["err"] = first["err"] + second["err"]
-        levels.append(ca.Function(f"{name}_sub{2 ** k}", mx_in, [out[o] for o in out_names], in_names, out_names))
+        opts = {"cse": True} if kind is ca.SX else {}
+        levels.append(ca.Function(f"{name}_sub{2 ** k}", sym_in, [out[o] for o in out_names], in_names, out_names,
+                                  opts))
 
     # Top level: the binary digits of N, starting from the identity seed
     # (one substep body in the generated code, whatever N is).
@@ -413,4 +441,4 @@ def _doubled(builder: Builder, steps: int, name: str) -> ca.Function:
             err = r["err"] if err is None else err + r["err"]
         offset += 2 ** k
     return ca.Function(name, ins, _outputs(builder, state["x"], state["S"], err, state["z"]),
-                       _input_names(builder), _output_names(builder))
+                       _input_names(builder), _output_names(builder), {"never_inline": True})

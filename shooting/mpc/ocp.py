@@ -32,7 +32,7 @@ import numpy.typing as npt
 
 from shooting import _validate
 from shooting._solver_call import solver_call
-from shooting.integrate.integrator import build_integrator
+from shooting.integrate.integrator import HOST_UNROLL_STEPS, build_integrator
 from shooting.model import Model
 from shooting.mpc.algebraic import ALGEBRAIC_TOLERANCE, algebraic_bound_rows, algebraic_residual
 from shooting.mpc.layout import ShootingLayout
@@ -243,7 +243,7 @@ class MultipleShootingOCP:
             raise ValueError("soft_x_bounds is not available with solver='fatrop' (its stage structure has no "
                              "place for the slacks): use solver='ipopt'")
         self._check_references(self.x_ref, self.u_ref)
-        self.step_function = build_integrator(model, problem.method, problem.steps, "none",
+        self.step_function = build_integrator(model, problem.method, problem.steps, "none", unroll=HOST_UNROLL_STEPS,
                                               name=f"{model.name}_ocp_step")
         t = time.perf_counter()
         self._build_nlp()

@@ -33,7 +33,7 @@ import numpy.typing as npt
 
 from shooting import _validate
 from shooting._solver_call import solver_call
-from shooting.integrate.integrator import build_integrator
+from shooting.integrate.integrator import HOST_UNROLL_STEPS, build_integrator
 from shooting.mpc.controllers import ControlStep
 from shooting.mpc.layout import ShootingLayout
 from shooting.mpc.ocp import MultipleShootingOCP
@@ -121,7 +121,8 @@ class RTIController:
         ocp = self.ocp
         L = ocp.layout
         N, nx, nu, nw = L.horizon, L.nx, L.nu, L.n_w
-        F = build_integrator(ocp.model, ocp.method, ocp.steps, "forward", name=f"{ocp.model.name}_rti_step")
+        F = build_integrator(ocp.model, ocp.method, ocp.steps, "forward", unroll=HOST_UNROLL_STEPS,
+                             name=f"{ocp.model.name}_rti_step")
         wb = ca.SX.sym("wb", nw)
         P = ca.SX.sym("P", L.n_p)
         par = L.unpack_parameters(P)
