@@ -410,8 +410,8 @@ def _doubled(builder: Builder, steps: int, name: str, block: int = 1) -> ca.Func
     # G_k = G_{k-1} o G_{k-1}, as many levels as N has binary digits.
     while len(levels) < steps.bit_length():
         prev, k = levels[-1], len(levels)
-        kind = ca.SX if 2 ** k <= block else ca.MX
-        sym_in = [kind.sym(n, prev.sparsity_in(i)) for i, n in enumerate(in_names)]
+        kind: Any = ca.SX if 2 ** k <= block else ca.MX
+        sym_in: list[Any] = [kind.sym(n, prev.sparsity_in(i)) for i, n in enumerate(in_names)]
         a = dict(zip(in_names, sym_in, strict=True))
         first = prev.call(a)
         second = prev.call({**a, **{i: first[o] for i, o in carried.items() if i in a},
