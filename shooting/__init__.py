@@ -9,50 +9,92 @@ The flat public API over four subpackages that import in one direction,
 - `shooting.codegen`: that Function as verified, heap-free C
   (`shooting.codegen.export_integrator`);
 - `shooting.mpc`: multiple-shooting OCPs, real-time iterations, closed loops.
+
+Names load on first use (PEP 562): ``import shooting`` is cheap, and the CLI
+takes over Ctrl-C before CasADi, numpy and matplotlib are imported.
 """
 
-# The subpackages, as attributes of `shooting` (`shooting.codegen.export_integrator` after `import shooting`).
-from shooting import codegen as codegen
-from shooting import integrate as integrate
-from shooting import mpc as mpc
-from shooting import tableaus as tableaus
-from shooting._version import VERSION as __version__
-from shooting.integrate import StabilityReport, StepInfo, build_integrator, check_stability, step_info
-from shooting.loading import load_model, model_names
-from shooting.model import Model
-from shooting.mpc import (
-    Constraints,
-    Controller,
-    ControlStep,
-    MPCController,
-    MultipleShootingOCP,
-    OCPProblem,
-    OCPSolution,
-    QuadraticCost,
-    RTIController,
-    Scenario,
-    ShootingLayout,
-    SolverSettings,
-    StageData,
-    Trajectory,
-    build_ocp,
-    default_scenario,
-    named_scenario,
-    sample_horizon,
-    scenario_names,
-    simulate_closed_loop,
-)
-from shooting.tableaus import (
-    ButcherTableau,
-    gauss_legendre,
-    get_tableau,
-    load_tableau,
-    plot_stability_region,
-    radau_iia,
-    rk2,
-    rk3,
-    tableau_names,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from shooting import codegen as codegen
+    from shooting import integrate as integrate
+    from shooting import mpc as mpc
+    from shooting import tableaus as tableaus
+    from shooting._version import VERSION as __version__
+    from shooting.integrate import StabilityReport, StepInfo, build_integrator, check_stability, step_info
+    from shooting.loading import load_model, model_names
+    from shooting.model import Model
+    from shooting.mpc import (
+        Constraints,
+        Controller,
+        ControlStep,
+        MPCController,
+        MultipleShootingOCP,
+        OCPProblem,
+        OCPSolution,
+        QuadraticCost,
+        RTIController,
+        Scenario,
+        ShootingLayout,
+        SolverSettings,
+        StageData,
+        Trajectory,
+        build_ocp,
+        default_scenario,
+        named_scenario,
+        sample_horizon,
+        scenario_names,
+        simulate_closed_loop,
+    )
+    from shooting.tableaus import (
+        ButcherTableau,
+        gauss_legendre,
+        get_tableau,
+        load_tableau,
+        plot_stability_region,
+        radau_iia,
+        rk2,
+        rk3,
+        tableau_names,
+    )
+
+# Where each public name lives: `__getattr__` imports it on first use.
+_SUBPACKAGES = ("codegen", "integrate", "mpc", "tableaus")
+_HOMES = {
+    **{name: "shooting.integrate" for name in ("StabilityReport", "StepInfo", "build_integrator", "check_stability",
+                                               "step_info")},
+    **{name: "shooting.loading" for name in ("load_model", "model_names")},
+    "Model": "shooting.model",
+    **{name: "shooting.mpc" for name in ("Constraints", "Controller", "ControlStep", "MPCController",
+                                         "MultipleShootingOCP", "OCPProblem", "OCPSolution", "QuadraticCost",
+                                         "RTIController", "Scenario", "ShootingLayout", "SolverSettings", "StageData",
+                                         "Trajectory", "build_ocp", "default_scenario", "named_scenario",
+                                         "sample_horizon", "scenario_names", "simulate_closed_loop")},
+    **{name: "shooting.tableaus" for name in ("ButcherTableau", "gauss_legendre", "get_tableau", "load_tableau",
+                                              "plot_stability_region", "radau_iia", "rk2", "rk3", "tableau_names")},
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        value: Any = importlib.import_module("shooting._version").VERSION
+    elif name in _SUBPACKAGES:
+        value = importlib.import_module(f"shooting.{name}")
+    elif name in _HOMES:
+        value = getattr(importlib.import_module(_HOMES[name]), name)
+    else:
+        raise AttributeError(f"module 'shooting' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__, *_SUBPACKAGES})
+
 
 __all__ = [
     "ButcherTableau",

@@ -36,6 +36,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from shooting import _interrupt
+
 try:
     import fcntl
 except ImportError:  # pragma: no cover - not POSIX: no lock, the journal still protects a single run
@@ -244,7 +246,8 @@ def _commit(out: Path, stage: Path, names: set[str], record: str) -> None:
     order = sorted(names - {record}) + ([record] if record in names else [])
     write_atomic(out / JOURNAL, json.dumps({"stage": stage.name, "files": order}).encode())
     try:
-        _move_all(out, stage, order)
+        with _interrupt.shielded():  # the CLI's Ctrl-C waits for the renames
+            _move_all(out, stage, order)
     except BaseException:
         # Interrupted (Ctrl-C) between renames: finish them, so the set is
         # whole, then let the interrupt through. (An OS error here leaves the
@@ -255,6 +258,20 @@ def _commit(out: Path, stage: Path, names: set[str], record: str) -> None:
                 (out / JOURNAL).unlink()
         raise
     (out / JOURNAL).unlink()
+
+
+@contextlib.contextmanager
+def _staging(parent: Path) -> Iterator[Path]:
+    """A new staging directory in `parent`, removed when the block ends; no interrupt can leak it."""
+    stage: Path | None = None
+    try:
+        with _os_errors(parent, "write into"), _interrupt.shielded():
+            stage = Path(tempfile.mkdtemp(prefix=STAGE_PREFIX, dir=parent))
+        yield stage
+    finally:
+        if stage is not None:
+            with _interrupt.shielded():
+                shutil.rmtree(stage, ignore_errors=True)
 
 
 def install_directory(out: str | os.PathLike[str], write: Callable[[Path], None], names: Iterable[str],
@@ -293,8 +310,7 @@ def install_directory(out: str | os.PathLike[str], write: Callable[[Path], None]
         parent = out.absolute().parent
         with _os_errors(parent, "write into"):
             parent.mkdir(parents=True, exist_ok=True)
-            stage = Path(tempfile.mkdtemp(prefix=STAGE_PREFIX, dir=parent))
-        try:
+        with _staging(parent) as stage:
             os.chmod(stage, 0o777 & ~umask())  # mkdtemp makes it private (0700)
             write(stage)
             try:
@@ -309,15 +325,10 @@ def install_directory(out: str | os.PathLike[str], write: Callable[[Path], None]
                 check_destination(out, names, record, force=force, legacy=legacy)
                 _commit(out, stage, names, record)
             return out
-        finally:
-            shutil.rmtree(stage, ignore_errors=True)
     with _os_errors(out, "write into"), _locked(out):
         recover(out)
         check_destination(out, names, record, force=force, legacy=legacy)  # again, under the lock
-        stage = Path(tempfile.mkdtemp(prefix=STAGE_PREFIX, dir=out))
-        try:
+        with _staging(out) as stage:
             write(stage)
             _commit(out, stage, names, record)
-        finally:
-            shutil.rmtree(stage, ignore_errors=True)
     return out

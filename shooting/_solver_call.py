@@ -3,9 +3,10 @@
 CasADi's solvers poll for Python signals; a KeyboardInterrupt raised there is
 caught by CasADi, which ends the solve with a status such as
 ``NonIpopt_Exception_Thrown`` and returns normally, so the interrupt is lost
-and a closed loop simply goes on. `solver_call` records the signal during the
-call (still raising inside the solver so that it stops at once) and raises
-KeyboardInterrupt again when the call returns.
+and a closed loop simply goes on. `solver_call` runs the call under
+`shooting._interrupt.guard`: the signal is recorded (and still raised inside
+the solver so that it stops at once) and KeyboardInterrupt is raised again
+when the call returns.
 
 A failing solve also makes CasADi print ``WARNING(...)`` lines on the
 process's stderr (C++, below Python's ``sys.stderr``). `solver_call`
@@ -17,13 +18,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import sys
 import tempfile
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from types import FrameType
+
+from shooting import _interrupt
 
 __all__ = ["SolverOutput", "solver_call"]
 
@@ -48,10 +48,11 @@ def _captured_stderr(output: SolverOutput) -> Iterator[None]:
         try:
             yield
         finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-            sink.seek(0)
-            output.text = sink.read().decode("utf-8", "replace")
+            with _interrupt.shielded():  # an interrupt here would leave stderr in the temporary file
+                os.dup2(saved, 2)
+                os.close(saved)
+                sink.seek(0)
+                output.text = sink.read().decode("utf-8", "replace")
 
 
 @contextlib.contextmanager
@@ -69,19 +70,5 @@ def solver_call(*, capture: bool = True) -> Iterator[SolverOutput]:
     SolverOutput
     """
     output = SolverOutput()
-    hits: list[int] = []
-    main = threading.current_thread() is threading.main_thread()  # signals go to the main thread only
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        hits.append(signum)
-        raise KeyboardInterrupt  # stops the solver at its next check
-
-    previous = signal.signal(signal.SIGINT, handler) if main else None
-    try:
-        with _captured_stderr(output) if capture else contextlib.nullcontext():
-            yield output
-    finally:
-        if main:
-            signal.signal(signal.SIGINT, previous)
-    if hits:
-        raise KeyboardInterrupt
+    with _interrupt.guard(), _captured_stderr(output) if capture else contextlib.nullcontext():
+        yield output

@@ -8,23 +8,35 @@ never deleted or overwritten.
 
 from __future__ import annotations
 
-import argparse
-import math
 import sys
-import time
-from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import NoReturn
+from pathlib import PurePath
 
-import shooting
-from shooting.codegen import check_controller_export, check_export, export_controller, export_integrator
-from shooting.codegen.pipeline import MAX_VECTORS, ExportReport
-from shooting.integrate.integrator import MAX_NEWTON_ITERATIONS, MAX_STEPS
-from shooting.mpc.problem import MAX_HORIZON
-from shooting.mpc.run import run_scenario
-from shooting.mpc.scenarios import MAX_SIM_STEPS
-from shooting.mpc.tracking import SCENARIOS, named_scenario
-from shooting.options import CONTROLLER_QPS, HESSIANS, NEWTON_METHODS, REALS, SENSITIVITIES, TARGETS
+from shooting import _interrupt
+
+#: Running as the program (console script or ``python -m shooting.cli``), not called by a library user.
+_PROGRAM = __name__ == "__main__" or PurePath(sys.argv[0]).name == "shooting-codegen"
+if _PROGRAM:
+    # A Ctrl-C during the imports below is recorded and stops the run as soon
+    # as `main` starts (exit 130), never a traceback.
+    _interrupt.defer()
+
+import argparse  # noqa: E402 - after the deferral above, on purpose
+import contextlib  # noqa: E402
+import math  # noqa: E402
+import os  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Callable, Sequence  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import TYPE_CHECKING, NoReturn  # noqa: E402
+
+# Only light modules at import time: `main` takes over Ctrl-C first, then the
+# commands import CasADi, numpy and matplotlib (through the lazy package root
+# and the imports inside the functions below).
+import shooting  # noqa: E402
+from shooting.options import CONTROLLER_QPS, HESSIANS, NEWTON_METHODS, REALS, SENSITIVITIES, TARGETS  # noqa: E402
+
+if TYPE_CHECKING:
+    from shooting.codegen.pipeline import ExportReport
 
 __all__ = ["main"]
 
@@ -54,12 +66,36 @@ def _number(convert: Callable[[str], float], ok: Callable[[float], bool], what: 
     return parse
 
 
-_steps = _number(int, lambda v: 1 <= v <= MAX_STEPS, f"an integer in 1..{MAX_STEPS}")
-_vectors = _number(int, lambda v: 1 <= v <= MAX_VECTORS, f"an integer in 1..{MAX_VECTORS}")
-_horizon = _number(int, lambda v: 1 <= v <= MAX_HORIZON, f"an integer in 1..{MAX_HORIZON}")
-_sim_steps = _number(int, lambda v: 1 <= v <= MAX_SIM_STEPS, f"an integer in 1..{MAX_SIM_STEPS}")
-_newton_iterations = _number(int, lambda v: 1 <= v <= MAX_NEWTON_ITERATIONS,
-                             f"an integer in 1..{MAX_NEWTON_ITERATIONS}")
+def _count(maximum: int) -> Callable[[str], float]:
+    """An argparse type: an integer in 1..maximum."""
+    return _number(int, lambda v: 1 <= v <= maximum, f"an integer in 1..{maximum}")
+
+
+def _steps(text: str) -> float:
+    from shooting.integrate.integrator import MAX_STEPS
+    return _count(MAX_STEPS)(text)
+
+
+def _vectors(text: str) -> float:
+    from shooting.codegen.pipeline import MAX_VECTORS
+    return _count(MAX_VECTORS)(text)
+
+
+def _horizon(text: str) -> float:
+    from shooting.mpc.problem import MAX_HORIZON
+    return _count(MAX_HORIZON)(text)
+
+
+def _sim_steps(text: str) -> float:
+    from shooting.mpc.scenarios import MAX_SIM_STEPS
+    return _count(MAX_SIM_STEPS)(text)
+
+
+def _newton_iterations(text: str) -> float:
+    from shooting.integrate.integrator import MAX_NEWTON_ITERATIONS
+    return _count(MAX_NEWTON_ITERATIONS)(text)
+
+
 _nonnegative_int = _number(int, lambda v: v >= 0, "a non-negative integer")
 _positive_float = _number(float, lambda v: math.isfinite(v) and v > 0, "a positive number")
 _nonnegative_float = _number(float, lambda v: math.isfinite(v) and v >= 0, "a non-negative number")
@@ -153,8 +189,7 @@ def _add_mpc(sub: "argparse._SubParsersAction[_Parser]") -> None:
                     "trajectory.csv, summary.json and PNG plots. Options override the scenario.")
     _add_ocp_arguments(mpc)
     mpc.add_argument("--scenario", default="default",
-                     help="the model's scenario: 'default', or a named one (" + "; ".join(
-                         f"{model}: {', '.join(names)}" for model, names in SCENARIOS.items()) + ")")
+                     help="the model's scenario: 'default', or a named one (see 'shooting-codegen list')")
     mpc.add_argument("--hessian", choices=HESSIANS, help="Hessian of the OCP's Lagrangian")
     mpc.add_argument("--x-ref", metavar="V1,V2,...",
                      help="state reference, nx comma-separated numbers (must lie inside the state bounds)")
@@ -208,6 +243,9 @@ def cmd_list() -> int:
         m = shooting.load_model(name)
         nz = f"nz={m.nz:<2}" if m.nz else " " * 5
         print(f"  {name:<14} nx={m.nx:<3} nu={m.nu:<2} np={m.np:<2} {nz} {m.description}")
+        named = shooting.scenario_names(m)[1:]
+        if named:
+            print(f"  {'':<14} scenarios (mpc --scenario): default, {', '.join(named)}")
     print("\nTableaus (--method):")
     for name in shooting.tableau_names():
         t = shooting.get_tableau(name)
@@ -256,6 +294,8 @@ def _print_report(report: ExportReport, out: str) -> bool:
 
 
 def cmd_integrator(args: argparse.Namespace) -> int:
+    from shooting.codegen import check_export, export_integrator
+
     progress = _Progress(args.quiet)
     if args.tableau_file and args.method:
         raise UsageError("give either --method or --tableau-file, not both")
@@ -351,13 +391,15 @@ def _scenario(args: argparse.Namespace, model: shooting.Model, changes: dict[str
     for option in ("horizon", "dt", "method", "steps", *options):
         if getattr(args, option) is not None:
             changes[option] = getattr(args, option)
-    scenario = named_scenario(model, getattr(args, "scenario", "default")).with_changes(**changes)
+    scenario = shooting.named_scenario(model, getattr(args, "scenario", "default")).with_changes(**changes)
     if not args.no_lint:
         _lint(model, scenario.problem.method, scenario.problem.steps, scenario.problem.dt, scenario.x0)
     return scenario
 
 
 def cmd_mpc(args: argparse.Namespace) -> int:
+    from shooting.mpc.run import run_scenario
+
     progress = _Progress(args.quiet)
     model = shooting.load_model(args.model, **_model_args(args.model_arg))
     changes: dict[str, object] = {}
@@ -377,6 +419,8 @@ def cmd_mpc(args: argparse.Namespace) -> int:
 
 
 def cmd_controller(args: argparse.Namespace) -> int:
+    from shooting.codegen import check_controller_export, export_controller
+
     progress = _Progress(args.quiet)
     check_controller_export(args.out, args.name, real=args.real, target=args.target, check=args.check,
                             force=args.force)
@@ -396,33 +440,69 @@ def cmd_controller(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``shooting-codegen``; returns the exit status."""
-    parser = build_parser()
+    """Entry point of ``shooting-codegen``; returns the exit status.
+
+    Ctrl-C at any instant (the imports included) exits 130 with one line on
+    stderr: see `shooting._interrupt`.
+    """
+    owner = False
+    try:
+        owner = _interrupt.install()
+        _interrupt.check()  # a Ctrl-C during the imports
+        return _run(argv)
+    except KeyboardInterrupt:
+        return _interrupted()
+    except BrokenPipeError:
+        # The reader of stdout went away (`shooting-codegen list | head`):
+        # not an error of ours; silence the interpreter's flush at exit too.
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    except BaseException as err:
+        # A Ctrl-C that a C extension turned into its own error (CasADi's
+        # SystemError from a DM -> numpy conversion, a RuntimeError) is still
+        # an interruption, not a crash.
+        if _interrupt.requested() or _caused_by_interrupt(err):
+            return _interrupted()
+        raise
+    finally:
+        if owner:
+            _interrupt.uninstall()
+
+
+def _interrupted() -> int:
+    _interrupt.acknowledge()
+    print("shooting-codegen: interrupted", file=sys.stderr)
+    if _PROGRAM:
+        # An extension stopped in the middle of its work (IPOPT, a CasADi
+        # evaluation) can crash the interpreter's finalisation ("Fatal Python
+        # error: PyThreadState_Get" was seen): our output is already complete
+        # or absent and nothing else needs finalising, so leave at once.
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(130)
+    return 130
+
+
+def _run(argv: Sequence[str] | None) -> int:
+    """Parse and run one command: usage and input errors become one line and exit status 2."""
     commands: dict[str, Callable[[argparse.Namespace], int]] = {
         "list": lambda _: cmd_list(), "tableau": cmd_tableau, "integrator": cmd_integrator, "mpc": cmd_mpc,
         "controller": cmd_controller,
     }
     try:
-        args = parser.parse_args(argv)
+        args = build_parser().parse_args(argv)
         return commands[args.command](args)
     except UsageError as err:
         print(f"shooting-codegen: error: {err}", file=sys.stderr)
         return 2
     except ValueError as err:  # the library's user errors (bad model, tableau, numbers, ...)
+        if _interrupt.requested():
+            raise KeyboardInterrupt from err
         print(f"shooting-codegen: error: {str(err).splitlines()[0] if str(err) else type(err).__name__}",
               file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("shooting-codegen: interrupted", file=sys.stderr)
-        return 130
-    except Exception as err:
-        # A Ctrl-C that lands inside a C extension (e.g. CasADi converting a
-        # result to numpy) surfaces as that extension's error, caused by the
-        # KeyboardInterrupt: still an interruption, not a crash.
-        if not _caused_by_interrupt(err):
-            raise
-        print("shooting-codegen: interrupted", file=sys.stderr)
-        return 130
 
 
 def _caused_by_interrupt(err: BaseException) -> bool:

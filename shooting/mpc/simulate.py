@@ -22,7 +22,7 @@ import casadi as ca
 import numpy as np
 import numpy.typing as npt
 
-from shooting import _validate
+from shooting import _interrupt, _validate
 from shooting.integrate.integrator import build_integrator
 from shooting.model import Model
 from shooting.mpc.controllers import (
@@ -232,6 +232,7 @@ def simulate_closed_loop(
     u_prev: FloatArray | None = None
     try:
         for k in range(K):
+            _interrupt.check()  # a Ctrl-C that an extension swallowed during the last sample stops the loop here
             t = k * dt
             step, data = feed.step(x.copy(), t, u_prev)
             u = _checked_input(step, plant.nu, k, t)
