@@ -30,7 +30,7 @@ from types import ModuleType
 
 from shooting.model import Model
 
-__all__ = ["BUILTIN_MODELS", "load_model", "model_names", "scenario_factory"]
+__all__ = ["BUILTIN_MODELS", "builtin_name", "load_model", "model_names", "scenario_factory"]
 
 #: Names of the built-in models: one module each in `shooting.models`
 #: (installed from the folder ``models/``), defining ``make_model`` and
@@ -52,6 +52,11 @@ _counter = itertools.count()
 # The `scenario` function of the module each loaded model came from (weakly
 # keyed by the model): a model file's default closed-loop experiment.
 _SCENARIOS: weakref.WeakKeyDictionary[Model, Callable[[Model], object]] = weakref.WeakKeyDictionary()
+
+# The module each loaded model came from (its ``__name__``): built-ins are
+# ``shooting.models.<name>``.
+_ORIGINS: weakref.WeakKeyDictionary[Model, str] = weakref.WeakKeyDictionary()
+_BUILTIN_PACKAGE = "shooting.models."
 
 
 def scenario_factory(model: Model) -> Callable[[Model], object] | None:
@@ -150,7 +155,7 @@ def _builtin_module(name: str) -> ModuleType:
             f"unknown model '{name}'{hint}: the built-in models are {', '.join(names)}, "
             f"or give a .py path or 'package.module:function'{local}"
         )
-    return importlib.import_module(f"shooting.models.{name}")
+    return importlib.import_module(f"{_BUILTIN_PACKAGE}{name}")
 
 
 def _one_line(exc: BaseException) -> str:
@@ -267,6 +272,36 @@ def _remember_scenario(module: ModuleType, model: Model) -> None:
     factory = getattr(module, "scenario", None)
     if callable(factory):
         _SCENARIOS[model] = factory
+    _ORIGINS[model] = module.__name__
+
+
+def builtin_name(model: Model) -> str | None:
+    """The built-in `model` is, or None: a user's model named like a built-in is not that built-in.
+
+    A model `load_model` returned is a built-in when it came from a built-in's
+    module (a model file named like a built-in is not). A model made another
+    way (the built-in's ``make_model`` called directly, perhaps with other
+    parameters) counts as the built-in of its name when its states, inputs
+    and description are that built-in's.
+
+    Parameters
+    ----------
+    model : Model
+
+    Returns
+    -------
+    str or None
+    """
+    origin = _ORIGINS.get(model)
+    if origin is not None:
+        name = origin.removeprefix(_BUILTIN_PACKAGE)
+        return name if origin.startswith(_BUILTIN_PACKAGE) and name in BUILTIN_MODELS else None
+    if model.name not in BUILTIN_MODELS:
+        return None
+    nominal = load_model(model.name)
+    same = (nominal.state_names, nominal.input_names, nominal.algebraic_names, nominal.description) == \
+        (model.state_names, model.input_names, model.algebraic_names, model.description)
+    return model.name if same else None
 
 
 def _check_keywords(func: object, where: str, params: dict[str, object]) -> None:

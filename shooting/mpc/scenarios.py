@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from shooting import _validate
-from shooting.loading import BUILTIN_MODELS, load_model, scenario_factory
+from shooting.loading import builtin_name, load_model, scenario_factory
 from shooting.model import Model
 from shooting.mpc.ocp import MultipleShootingOCP
 from shooting.mpc.problem import OCPProblem, QuadraticCost, problem_fields
@@ -242,15 +242,13 @@ def default_scenario(model: Model | str) -> Scenario:
             raise ValueError(f"the scenario of model {model.name} has nx={scenario.nx}, nu={scenario.nu} but the "
                              f"model has nx={model.nx}, nu={model.nu}")
         return scenario
-    if model.name in BUILTIN_MODELS:
+    builtin = builtin_name(model)
+    if builtin is not None:
         # A built-in made without load_model: its module by name (imported by
         # name: the models sit above this layer and import it).
-        maker = getattr(importlib.import_module(f"shooting.models.{model.name}"), "scenario", None)
-        try:
-            built = maker(model) if callable(maker) else None
-        except ValueError:  # a user model that only shares a built-in's name
-            built = None
-        if isinstance(built, Scenario) and (built.nx, built.nu) == (model.nx, model.nu):
+        maker = getattr(importlib.import_module(f"shooting.models.{builtin}"), "scenario", None)
+        built = maker(model) if callable(maker) else None
+        if isinstance(built, Scenario):
             return built
     return regulation(model)
 

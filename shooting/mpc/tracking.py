@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from shooting.loading import load_model
+from shooting.loading import builtin_name, load_model
 from shooting.model import Model
 from shooting.mpc.controllers import ReferenceFunction
 from shooting.mpc.problem import OCPProblem, QuadraticCost
@@ -142,8 +142,15 @@ def scenario_names(model: Model | str) -> list[str]:
     -------
     list of str
     """
-    name = model if isinstance(model, str) else model.name
-    return ["default", *SCENARIOS.get(name, {})]
+    return ["default", *_named(model)]
+
+
+def _named(model: Model | str) -> dict[str, Callable[[Model], Scenario]]:
+    """The named scenarios of a built-in model (none for a user's model, whatever its name)."""
+    if isinstance(model, str):
+        model = load_model(model)
+    builtin = builtin_name(model) if isinstance(model, Model) else None
+    return SCENARIOS.get(builtin, {}) if builtin is not None else {}
 
 
 def named_scenario(model: Model | str, name: str = "default") -> Scenario:
@@ -171,7 +178,7 @@ def named_scenario(model: Model | str, name: str = "default") -> Scenario:
         raise ValueError(f"model must be a shooting.Model or a model spec, got {type(model).__name__}")
     if name == "default":
         return default_scenario(model)
-    factory = SCENARIOS.get(model.name, {}).get(name) if isinstance(name, str) else None
+    factory = _named(model).get(name) if isinstance(name, str) else None
     if factory is None:
         raise ValueError(f"model {model.name} has no scenario {name!r}: choose one of "
                          f"{', '.join(scenario_names(model))}")
