@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from importlib import resources
 
-__all__ = ["render"]
+__all__ = ["render", "render_from"]
 
 _PLACEHOLDER = re.compile(r"@\{(\w+)\}")
 
@@ -35,7 +35,12 @@ def render(template: str, **values: object) -> str:
         A placeholder without a value, or a value without a placeholder
         (a bug in the generator, not a user error).
     """
-    text = resources.files(__name__).joinpath(template).read_text(encoding="utf-8")
+    return render_from(__name__, template, **values)
+
+
+def render_from(package: str, template: str, /, **values: object) -> str:
+    """`render` for a template file of another package's folder (``shooting.controller.templates``)."""
+    text = resources.files(package).joinpath(template).read_text(encoding="utf-8")
     keys = set(_PLACEHOLDER.findall(text))
     missing, unused = keys - set(values), set(values) - keys
     if missing or unused:

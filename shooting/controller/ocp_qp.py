@@ -1,0 +1,336 @@
+"""The stage-wise QP of an optimal control problem and its interior-point Riccati solver, as C text and on the host.
+
+The controller's QP is never condensed: it keeps its stages,
+
+    minimise   sum_{k<N} 1/2 [x_k; u_k]' [Q_k S_k'; S_k R_k] [x_k; u_k] + q_k'x_k + r_k'u_k
+               + 1/2 x_N'Q_N x_N + q_N'x_N + sum over soft sides of l1 s + l2 s^2
+    subject to x_0 = x0,  x_{k+1} = A_k x_k + B_k u_k + b_k,
+               lbu <= u_k <= ubu,  lbx - s <= x_k[idxbx] <= ubx + s (k >= 1),
+               lg - s <= C_k x_k + D_k u_k <= ug + s,  lgN - s <= CN x_N <= ugN + s,
+
+and `templates/ocp_qp.c.in` solves it by Mehrotra's interior-point method
+with a Riccati recursion per Newton system: time and memory linear in N and
+no powers of A (the dense condensing of the first controller squared the
+state transition over the horizon and lost positive definiteness in single
+precision on unstable plants from N = 30 on).
+
+`ocp_qp_source` renders the C; `StageQP` holds one problem as numpy arrays;
+`HostOCPQP` compiles the same C for this machine (ctypes): the Python
+`RTIController`'s exact QP solver, and the reference of the tests.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from shooting import _validate
+from shooting.codegen.emitter import literal
+from shooting.codegen.host_library import build_shared_library, c_array, real_ctype
+from shooting.controller.templates import render
+from shooting.options import REALS, Real
+
+__all__ = ["OCP_QP_STATUS", "OCP_QP_TOLERANCES", "HostOCPQP", "OCPQPSizes", "OCPQPSource", "StageQP",
+           "StageQPResult", "ocp_qp_source"]
+
+FloatArray = npt.NDArray[np.float64]
+
+#: Return codes of the solver, as in the C.
+OCP_QP_STATUS = {0: "optimal", 1: "iteration limit", 3: "not convex (Riccati pivot)", 4: "non-finite data"}
+
+#: Stopping tolerances per real type: stationarity and equality residuals
+#: (infinity norms, in the units of the problem's gradients and constraints)
+#: and the mean complementarity lam t. Double stops near its rounding floor;
+#: float at a few hundred ulps of unit-sized data (unit roundoff 6e-8).
+OCP_QP_TOLERANCES: dict[Real, dict[str, float]] = {
+    "double": {"tol_stat": 1e-10, "tol_eq": 1e-11, "tol_mu": 1e-12},
+    "float": {"tol_stat": 2e-5, "tol_eq": 2e-6, "tol_mu": 1e-7},
+}
+
+#: Fraction of the distance to the boundary a step may cover, and the
+#: smallest slack and multiplier a warm start keeps.
+STEP_FRACTION = {"double": 0.995, "float": 0.99}
+WARM_PUSH = {"double": 1e-4, "float": 1e-3}
+
+
+@dataclass(frozen=True)
+class OCPQPSizes:
+    """The sizes a solver is generated for.
+
+    Attributes
+    ----------
+    N, nx, nu : int
+        Horizon, states, inputs (nu >= 1).
+    nbx : int
+        Bounded state components (the same at every stage 1..N).
+    ng, ngN : int
+        General rows per stage k < N, and at the terminal stage.
+    nsoft : int
+        Soft sides possible (state and general rows, both sides).
+    """
+
+    N: int
+    nx: int
+    nu: int
+    nbx: int = 0
+    ng: int = 0
+    ngN: int = 0
+
+    @property
+    def nsides(self) -> int:
+        return 2 * self.N * (self.nu + self.nbx + self.ng) + 2 * self.ngN
+
+    @property
+    def nsoft(self) -> int:
+        return 2 * self.N * (self.nbx + self.ng) + 2 * self.ngN
+
+
+@dataclass(frozen=True)
+class OCPQPSource:
+    """The solver's C in two parts: ``work`` (status macros, data and work structs) and ``functions``."""
+
+    work: str
+    functions: str
+
+
+def ocp_qp_source(prefix: str, real: Real, sizes: OCPQPSizes) -> OCPQPSource:
+    """The solver's C for a prefix, a real type and the problem's sizes.
+
+    Parameters
+    ----------
+    prefix : str
+        C identifier prefix of every symbol.
+    real : {"double", "float"}
+    sizes : OCPQPSizes
+
+    Returns
+    -------
+    OCPQPSource
+    """
+    prefix = _validate.identifier(prefix, "prefix")
+    real = _validate.choice(real, REALS, "real")
+    names = dict(p=prefix, P=prefix.upper(), R=real, N=sizes.N, NX=sizes.nx, NU=sizes.nu, NBX=sizes.nbx,
+                 NG=sizes.ng, NGN=sizes.ngN)
+    work = render("ocp_qp_work.h.in", **names, NSOFT=max(sizes.nsoft, 1))
+    functions = render("ocp_qp.c.in", **names, f="f" if real == "float" else "", NU_1=max(sizes.nu, 1),
+                       tol_pd=literal(1e-14 if real == "double" else 1e-6, real),
+                       tau=literal(STEP_FRACTION[real], real), warm_push=literal(WARM_PUSH[real], real))
+    return OCPQPSource(work, functions)
+
+
+def _blocks(value: npt.ArrayLike | None, count: int, shape: tuple[int, ...], what: str) -> FloatArray:
+    """`value` as `count` blocks of `shape` (one block is repeated), float."""
+    if value is None:
+        return np.zeros((count, *shape))
+    a = np.asarray(value, dtype=float)
+    if a.ndim == 0:
+        a = np.full(shape, float(a))
+    if a.shape == shape:
+        a = np.broadcast_to(a, (count, *shape))
+    if a.shape != (count, *shape):
+        raise ValueError(f"{what} must have shape {shape} or {(count, *shape)}, got {a.shape}")
+    return np.array(a, dtype=float)
+
+
+@dataclass
+class StageQP:
+    """One stage-wise QP as numpy arrays (see the module docstring; infinite bounds are absent sides).
+
+    Parameters
+    ----------
+    A : ndarray, shape (N, nx, nx)
+    B : ndarray, shape (N, nx, nu)
+    b : ndarray, shape (N, nx)
+    Q : ndarray, shape (nx, nx) or (N, nx, nx)
+    R : ndarray, shape (nu, nu) or (N, nu, nu)
+    Q_N : ndarray, shape (nx, nx)
+    x0 : ndarray, shape (nx,)
+    S : ndarray, shape (nu, nx) or (N, nu, nx), optional
+    q : ndarray, shape (N+1, nx), optional
+    r : ndarray, shape (N, nu), optional
+    lbu, ubu : ndarray, shape (nu,) or (N, nu), optional
+    idxbx : sequence of int, optional
+        Bounded state components.
+    lbx, ubx : ndarray, shape (nbx,) or (N, nbx), optional
+        Bounds of x_1..x_N.
+    soft_bx : sequence of bool, optional
+    C, D, lg, ug : ndarrays, shapes (N, ng, nx), (N, ng, nu), (N, ng), (N, ng), optional
+    soft_g : sequence of bool, optional
+    CN, lgN, ugN : ndarrays, shapes (ngN, nx), (ngN,), (ngN,), optional
+    soft_gN : sequence of bool, optional
+    l1, l2 : float
+        Slack weights of every soft side.
+    """
+
+    A: FloatArray
+    B: FloatArray
+    b: FloatArray
+    Q: FloatArray
+    R: FloatArray
+    Q_N: FloatArray
+    x0: FloatArray
+    S: FloatArray | None = None
+    q: FloatArray | None = None
+    r: FloatArray | None = None
+    lbu: FloatArray | None = None
+    ubu: FloatArray | None = None
+    idxbx: list[int] = field(default_factory=list)
+    lbx: FloatArray | None = None
+    ubx: FloatArray | None = None
+    soft_bx: list[bool] = field(default_factory=list)
+    C: FloatArray | None = None
+    D: FloatArray | None = None
+    lg: FloatArray | None = None
+    ug: FloatArray | None = None
+    soft_g: list[bool] = field(default_factory=list)
+    CN: FloatArray | None = None
+    lgN: FloatArray | None = None
+    ugN: FloatArray | None = None
+    soft_gN: list[bool] = field(default_factory=list)
+    l1: float = 0.0
+    l2: float = 1.0
+
+    @property
+    def sizes(self) -> OCPQPSizes:
+        A = np.asarray(self.A)
+        N, nx = A.shape[0], A.shape[1]
+        nu = np.asarray(self.B).shape[2]
+        ng = 0 if self.C is None else np.asarray(self.C).shape[1]
+        ngN = 0 if self.CN is None else np.asarray(self.CN).shape[0]
+        return OCPQPSizes(N, nx, nu, len(self.idxbx), ng, ngN)
+
+
+@dataclass(frozen=True)
+class StageQPResult:
+    """One solve of `HostOCPQP`.
+
+    Attributes
+    ----------
+    x : ndarray, shape (N+1, nx)
+    u : ndarray, shape (N, nu)
+    pi : ndarray, shape (N, nx)
+        Multipliers of the dynamics (of x_{k+1} = A_k x_k + ...).
+    t, lam : ndarray, shape (nsides,)
+        Slacks and multipliers of every side (inputs', states', general rows').
+    s, lam_s : ndarray, shape (nsoft,)
+        Slack variables of the soft sides and the multipliers of s >= 0.
+    status : int
+    iterations : int
+    residuals : tuple of float
+        Stationarity, equality and complementarity at the end.
+    """
+
+    x: FloatArray
+    u: FloatArray
+    pi: FloatArray
+    t: FloatArray
+    lam: FloatArray
+    s: FloatArray
+    lam_s: FloatArray
+    status: int
+    iterations: int
+    residuals: tuple[float, float, float]
+
+    @property
+    def message(self) -> str:
+        return OCP_QP_STATUS.get(self.status, f"status {self.status}")
+
+
+class HostOCPQP:
+    """The C solver compiled for this machine (ctypes) for one set of sizes.
+
+    Parameters
+    ----------
+    directory : path
+        Where the source and the shared library are written.
+    sizes : OCPQPSizes
+    real : {"double", "float"}
+    """
+
+    def __init__(self, directory: str | os.PathLike[str], sizes: OCPQPSizes, real: Real = "double") -> None:
+        self.real = _validate.choice(real, REALS, "real")
+        self.sizes = sizes
+        folder = Path(directory)
+        folder.mkdir(parents=True, exist_ok=True)
+        stem = f"ocp_qp_{real}_{sizes.N}_{sizes.nx}_{sizes.nu}_{sizes.nbx}_{sizes.ng}_{sizes.ngN}"
+        code = ocp_qp_source("ocqp", real, sizes)
+        source = folder / f"{stem}.c"
+        source.write_text(render("ocp_qp_host.c.in", work=code.work, functions=code.functions, p="ocqp",
+                                 P="OCQP", R=real, N=sizes.N, NX=sizes.nx, NU=sizes.nu, NSOFT=max(sizes.nsoft, 1)))
+        lib = build_shared_library([source], folder / f"{stem}.so",
+                                   extra_flags=("-Wdouble-promotion",) if real == "float" else ())
+        self._fn = lib.ocp_qp_solve
+        self._fn.restype = ctypes.c_int
+
+    def solve(self, qp: StageQP, *, x_guess: npt.ArrayLike | None = None, u_guess: npt.ArrayLike | None = None,
+              warm: StageQPResult | None = None, max_iter: int = 100,
+              tolerances: dict[str, float] | None = None) -> StageQPResult:
+        """Solve `qp` from a primal guess (default: x0 everywhere, inputs zero) or a warm start.
+
+        Returns
+        -------
+        StageQPResult
+        """
+        z = self.sizes
+        if qp.sizes != z:
+            raise ValueError(f"QP sizes {qp.sizes} differ from this solver's {z}")
+        N, nx, nu, nbx, ng, ngN = z.N, z.nx, z.nu, z.nbx, z.ng, z.ngN
+        real = self.real
+
+        def cm(blocks: FloatArray) -> FloatArray:  # column-major blocks
+            return np.ascontiguousarray(np.swapaxes(blocks, -1, -2))
+
+        inf = np.inf
+        arrays = [
+            cm(_blocks(qp.A, N, (nx, nx), "A")), cm(_blocks(qp.B, N, (nx, nu), "B")), _blocks(qp.b, N, (nx,), "b"),
+            cm(_blocks(qp.Q, N, (nx, nx), "Q")), cm(_blocks(qp.S, N, (nu, nx), "S")),
+            cm(_blocks(qp.R, N, (nu, nu), "R")), cm(np.asarray(qp.Q_N, dtype=float).reshape(nx, nx)),
+            _blocks(qp.q, N + 1, (nx,), "q"), _blocks(qp.r, N, (nu,), "r"),
+            _blocks(-inf if qp.lbu is None else qp.lbu, N, (nu,), "lbu"),
+            _blocks(inf if qp.ubu is None else qp.ubu, N, (nu,), "ubu"),
+            _blocks(-inf if qp.lbx is None else qp.lbx, N, (nbx,), "lbx"),
+            _blocks(inf if qp.ubx is None else qp.ubx, N, (nbx,), "ubx"),
+            cm(_blocks(qp.C, N, (ng, nx), "C")), cm(_blocks(qp.D, N, (ng, nu), "D")),
+            _blocks(-inf if qp.lg is None else qp.lg, N, (ng,), "lg"),
+            _blocks(inf if qp.ug is None else qp.ug, N, (ng,), "ug"),
+            cm(np.zeros((ngN, nx)) if qp.CN is None else np.asarray(qp.CN, dtype=float).reshape(ngN, nx)),
+            np.full(ngN, -inf) if qp.lgN is None else np.asarray(qp.lgN, dtype=float),
+            np.full(ngN, inf) if qp.ugN is None else np.asarray(qp.ugN, dtype=float),
+            np.asarray(qp.x0, dtype=float).reshape(nx),
+        ]
+        c_arrays = [c_array(a, real) for a in arrays]  # an infinite bound: no side
+        idx = np.asarray(qp.idxbx or [0], dtype=np.int32)
+        flags = [np.asarray(list(f) or [0], dtype=np.uint8) for f in (qp.soft_bx, qp.soft_g, qp.soft_gN)]
+        strides = np.array([1, 1, 1, 1], dtype=np.int32)
+        tol = c_array(list((tolerances or OCP_QP_TOLERANCES[real]).values()), real)
+        x = c_array(np.tile(qp.x0, (N + 1, 1)) if x_guess is None else np.asarray(x_guess, dtype=float), real)
+        u = c_array(np.zeros((N, nu)) if u_guess is None else np.asarray(u_guess, dtype=float), real)
+        nsoft = max(z.nsoft, 1)
+        pi = c_array(np.zeros((N, nx)) if warm is None else warm.pi, real)
+        t = c_array(np.zeros(z.nsides) if warm is None else warm.t, real)
+        lam = c_array(np.zeros(z.nsides) if warm is None else warm.lam, real)
+        s = c_array(np.zeros(nsoft) if warm is None else warm.s, real)
+        lam_s = c_array(np.zeros(nsoft) if warm is None else warm.lam_s, real)
+        if warm is not None:
+            x = c_array(warm.x, real)
+            u = c_array(warm.u, real)
+        it = ctypes.c_int(0)
+        res = c_array(np.zeros(3), real)
+        ptr = ctypes.c_void_p
+
+        def p(a: np.ndarray) -> ctypes.c_void_p:
+            return a.ctypes.data_as(ptr)
+
+        status = self._fn(*(p(a) for a in c_arrays), p(idx), *(p(f) for f in flags),
+                          real_ctype(real)(qp.l1), real_ctype(real)(qp.l2), p(strides), ctypes.c_int(max_iter),
+                          ctypes.c_int(warm is not None), p(tol), p(x), p(u), p(pi), p(t), p(lam), p(s), p(lam_s),
+                          ctypes.byref(it), p(res))
+        f = float
+        return StageQPResult(x.astype(f).reshape(N + 1, nx), u.astype(f).reshape(N, nu),
+                             pi.astype(f).reshape(N, nx), t.astype(f), lam.astype(f), s.astype(f), lam_s.astype(f),
+                             int(status), int(it.value), (f(res[0]), f(res[1]), f(res[2])))
