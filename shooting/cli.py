@@ -240,7 +240,19 @@ def _lint(model: shooting.Model, method: str | shooting.ButcherTableau, steps: i
     """Warn on stderr (and go on) when the step is outside its stability region at the operating point."""
     report = shooting.check_stability(model, method, steps, dt, x=x)  # type: ignore[arg-type]
     if not report.stable:
-        print(f"shooting-codegen: warning: {report.message} (--no-lint silences this)", file=sys.stderr)
+        _stderr(f"shooting-codegen: warning: {report.message} (--no-lint silences this)")
+
+
+def _stderr(message: object) -> None:
+    """One line on stderr: every problem, warning and error the CLI prints goes through here.
+
+    A message composed from a solver's status, a CasADi error or a numpy
+    array may hold newlines; they are collapsed, so that each message is one
+    line (a log reader or a test takes one line per message).
+    """
+    from shooting._validate import one_line  # (local: the module's imports stay as they are)
+
+    print(one_line(message), file=sys.stderr, flush=True)
 
 
 def _print_report(report: ExportReport, out: str) -> bool:
@@ -249,9 +261,9 @@ def _print_report(report: ExportReport, out: str) -> bool:
         print(line)
     for problem in report.problems:
         if problem not in report.lines:
-            print(problem, file=sys.stderr)
+            _stderr(problem)
     if not report.ok:
-        print(f"check failed: nothing written to {out}", file=sys.stderr)
+        _stderr(f"check failed: nothing written to {out}")
     return report.ok
 
 
@@ -370,7 +382,7 @@ def cmd_mpc(args: argparse.Namespace) -> int:
     for line in run.lines:
         print(line)
     for line in run.problems:
-        print(f"shooting-codegen: {line}", file=sys.stderr)
+        _stderr(f"shooting-codegen: {line}")
     if run.files:
         print(f"{args.out}/" + ", ".join(f.name for f in run.files))
     return 0 if run.ok else 1
@@ -406,11 +418,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         return commands[args.command](args)
     except UsageError as err:
-        print(f"shooting-codegen: error: {err}", file=sys.stderr)
+        _stderr(f"shooting-codegen: error: {err}")
         return 2
     except ValueError as err:  # the library's user errors (bad model, tableau, numbers, ...)
-        print(f"shooting-codegen: error: {str(err).splitlines()[0] if str(err) else type(err).__name__}",
-              file=sys.stderr)
+        _stderr(f"shooting-codegen: error: {str(err) or type(err).__name__}")
         return 2
     except KeyboardInterrupt:
         print("shooting-codegen: interrupted", file=sys.stderr)
