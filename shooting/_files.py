@@ -41,8 +41,8 @@ try:
 except ImportError:  # pragma: no cover - not POSIX: no lock, the journal still protects a single run
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["GENERATOR", "JOURNAL", "STAGE_PREFIX", "check_destination", "compact_json", "install_directory",
-           "owned_files", "recover", "umask", "write_atomic"]
+__all__ = ["GENERATOR", "JOURNAL", "MAX_RECORD_BYTES", "STAGE_PREFIX", "check_destination", "compact_json",
+           "install_directory", "owned_files", "read_record", "recover", "umask", "write_atomic"]
 
 #: The ``"generator"`` entry of every JSON record we write beside our files.
 GENERATOR = "shooting"
@@ -57,6 +57,49 @@ def compact_json(data: Mapping[str, Any]) -> str:
     """JSON with one top-level key per line and each value compact (rows of numbers stay on one line)."""
     items = [f" {json.dumps(key)}: {json.dumps(value, allow_nan=False)}" for key, value in data.items()]
     return "{\n" + ",\n".join(items) + "\n}\n"
+
+
+#: Largest JSON record we read back (a manifest with a big tableau is well below 1 MiB).
+MAX_RECORD_BYTES = 16 * 1024 * 1024
+
+
+def read_record(path: str | os.PathLike[str]) -> object:
+    """The JSON in the file `path`, read with bounds: a ValueError for anything that is not small, sane JSON.
+
+    Parameters
+    ----------
+    path : str or path
+
+    Returns
+    -------
+    object
+        The parsed JSON (any JSON value: check its structure with `shooting._validate.record`).
+
+    Raises
+    ------
+    ValueError
+        A missing file or not a regular file, one larger than
+        `MAX_RECORD_BYTES`, unreadable, not UTF-8, not JSON, or nested
+        deeper than the parser's recursion allows.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{path} is missing or not a regular file")
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_RECORD_BYTES + 1)
+    except OSError as err:
+        raise ValueError(f"{path} cannot be read: {err.strerror or err}") from None
+    if len(raw) > MAX_RECORD_BYTES:
+        raise ValueError(f"{path} is larger than {MAX_RECORD_BYTES // (1024 * 1024)} MiB")
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ValueError(f"{path} is not UTF-8 text") from None
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path} is not valid JSON: {err.msg} at line {err.lineno}, column {err.colno}") from None
+    except RecursionError:
+        raise ValueError(f"{path} nests arrays or objects deeper than a JSON parser allows") from None
 
 
 def owned_files(directory: str | os.PathLike[str], record: str, legacy: Legacy | None = None) -> set[str]:
@@ -76,8 +119,8 @@ def owned_files(directory: str | os.PathLike[str], record: str, legacy: Legacy |
         Empty when the record is missing, unreadable or not ours.
     """
     try:
-        data = json.loads((Path(directory) / record).read_text())
-    except (OSError, ValueError):
+        data = read_record(Path(directory) / record)
+    except ValueError:
         return set()
     if not isinstance(data, dict) or data.get("generator") != GENERATOR:
         return set()

@@ -178,11 +178,11 @@ def export_controller(
         Bad options, an OCP the C cannot solve, a refused directory, a
         missing tool.
     """
-    report = _validate.progress(progress)
+    reporter = _validate.progress(progress)
 
     def say(message: str) -> None:
-        if report is not None:
-            report(message)
+        if reporter is not None:
+            reporter(message)
 
     if not isinstance(ocp, MultipleShootingOCP):
         raise ValueError(f"ocp must be a shooting.MultipleShootingOCP, got {type(ocp).__name__}")

@@ -333,11 +333,11 @@ def export_integrator(
         Bad options, a refused output directory, a Function the emitter
         cannot translate, or a missing compiler or emulator for what was asked.
     """
-    report = _validate.progress(progress)
+    reporter = _validate.progress(progress)
 
     def say(message: str) -> None:
-        if report is not None:
-            report(message)
+        if reporter is not None:
+            reporter(message)
 
     if not isinstance(F, ca.Function):
         raise ValueError(f"F must be a casadi.Function (see shooting.build_integrator), got {type(F).__name__}")

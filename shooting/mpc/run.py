@@ -121,12 +121,12 @@ def run_scenario(
     -------
     ScenarioRun
     """
-    report = _validate.progress(progress)
+    reporter = _validate.progress(progress)
     bar = _validate.flag(progress_bar, "progress_bar")
 
     def say(message: str) -> None:
-        if report is not None:
-            report(message)
+        if reporter is not None:
+            reporter(message)
 
     out = Path(out_dir)
     _files.check_destination(out, RUN_FILES, "summary.json", force=force)
