@@ -415,7 +415,7 @@ def progress(value: object, default: ProgressReporter = stderr_lines,
     if isinstance(value, (bool, np.bool_)):
         return default
     if callable(value):
-        return value  # type: ignore[no-any-return]
+        return value
     raise ValueError(f"{what} must be None, False (silent), True (report on stderr) or a callable taking one "
                      f"message string, got {_show(value)}")
 

@@ -15,7 +15,6 @@ import re
 
 import casadi as ca
 import numpy as np
-import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
