@@ -7,6 +7,14 @@ accepts (``step(x, t) -> ControlStep``, ``dt``, ``model``, ``reset()``), so
 the generated C runs against the accurate plant in Python. Both compile the
 exported ``.c`` with the host gcc and the strict flags into a shared library
 in a private temporary folder (the export directory is only read).
+
+The manifest is data that may have been edited: it is read with bounds
+(`shooting._files.read_record`) and checked against a schema
+(`STEP_MANIFEST`, `CONTROLLER_MANIFEST`), and every size that buffers or
+views over C memory depend on is read from the compiled library (CasADi's
+calling convention of a step; a small shim compiled with a controller's
+header reports its constants and the lengths of its memory struct's
+arrays). A manifest that disagrees is refused, naming the field.
 """
 
 from __future__ import annotations
@@ -305,7 +313,11 @@ def load_step(directory: str | os.PathLike[str]) -> HostStep:
     Raises
     ------
     ValueError
-        Not an integrator export, or its C does not compile here.
+        Not an integrator export, its C does not compile here, or its
+        manifest.json is malformed (a field missing, null or of the wrong
+        type, not an object, nested too deeply) or disagrees with the
+        compiled C, from which every size is read (inputs, outputs, the real
+        type): the message names the field.
     """
     return HostStep(directory)
 
@@ -517,5 +529,14 @@ def load_controller(directory: str | os.PathLike[str], model: Model | None = Non
     -------
     HostController
         Usable by `shooting.simulate_closed_loop`.
+
+    Raises
+    ------
+    ValueError
+        Not a controller export, its C does not compile here, its model
+        cannot be rebuilt, or its manifest.json is malformed or disagrees
+        with the compiled C (horizon, model.nx, model.nu, model.np, real):
+        the sizes of the views over the C memory come from the compiled
+        library, never from the manifest.
     """
     return HostController(directory, model)
