@@ -448,8 +448,9 @@ class HostController:
             spec = manifest.get("model_spec") or info.get("name")
             try:
                 model = load_model(str(spec), **dict(manifest.get("model_args") or {}))
-            except ValueError as err:
-                raise ValueError(f"cannot rebuild model {spec!r} of this controller ({err}): pass model=") from None
+            except (ValueError, OSError) as err:  # (OSError: a tampered spec such as a 300-character path)
+                raise ValueError(f"cannot rebuild model {spec!r:.80} of this controller ({err}): pass model=") \
+                    from None
         if not isinstance(model, Model):
             raise ValueError(f"model must be a shooting.Model, got {type(model).__name__}")
         if (model.nx, model.nu, model.np) != (info.get("nx"), info.get("nu"), info.get("np")):
