@@ -14,11 +14,20 @@ so a mount point works too), then
 * an existing one is locked (``flock`` on the directory: concurrent runs
   into the same directory are serialised, the later one wins), a journal
   naming the files is written, the files are renamed into place one by one
-  (the record last), and the journal is removed. An interrupt during the
-  renames finishes them before it is re-raised; a killed process leaves the
-  journal, and the next install (or `recover`) completes the moves before
+  (the record last), the files of our earlier set that the new one does not
+  have are deleted, and the journal is removed. An interrupt during these
+  steps finishes them before it is re-raised; a killed process leaves the
+  journal, and the next install (or `recover`) completes them before
   anything else. Either way no reader is left with a record that describes
-  other files.
+  other files, and the directory ends with the new set.
+
+A new set replaces our earlier one (the files its record lists), also under
+another name or of another kind (a controller over an integrator export):
+the directory then holds one set, which its record describes, and the next
+run into it is accepted. Keeping the earlier files and listing them in the
+new record instead would make the record describe files that belong to
+another export (its Makefile and header overwritten, its manifest gone).
+Only files an earlier record of ours lists are deleted, never others.
 
 Files get the usual permissions (0o666 minus the umask; mkstemp's own 0o600
 would make them private). Every OS error becomes a ValueError naming the path.
@@ -43,8 +52,8 @@ try:
 except ImportError:  # pragma: no cover - not POSIX: no lock, the journal still protects a single run
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["GENERATOR", "JOURNAL", "STAGE_PREFIX", "check_destination", "compact_json", "install_directory",
-           "owned_files", "recover", "umask", "write_atomic"]
+__all__ = ["GENERATOR", "JOURNAL", "MAX_RECORD_BYTES", "STAGE_PREFIX", "check_destination", "compact_json",
+           "install_directory", "owned_files", "read_record", "recover", "umask", "write_atomic"]
 
 #: The ``"generator"`` entry of every JSON record we write beside our files.
 GENERATOR = "shooting"
@@ -59,6 +68,49 @@ def compact_json(data: Mapping[str, Any]) -> str:
     """JSON with one top-level key per line and each value compact (rows of numbers stay on one line)."""
     items = [f" {json.dumps(key)}: {json.dumps(value, allow_nan=False)}" for key, value in data.items()]
     return "{\n" + ",\n".join(items) + "\n}\n"
+
+
+#: Largest JSON record we read back (a manifest with a big tableau is well below 1 MiB).
+MAX_RECORD_BYTES = 16 * 1024 * 1024
+
+
+def read_record(path: str | os.PathLike[str]) -> object:
+    """The JSON in the file `path`, read with bounds: a ValueError for anything that is not small, sane JSON.
+
+    Parameters
+    ----------
+    path : str or path
+
+    Returns
+    -------
+    object
+        The parsed JSON (any JSON value: check its structure with `shooting._validate.record`).
+
+    Raises
+    ------
+    ValueError
+        A missing file or not a regular file, one larger than
+        `MAX_RECORD_BYTES`, unreadable, not UTF-8, not JSON, or nested
+        deeper than the parser's recursion allows.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{path} is missing or not a regular file")
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_RECORD_BYTES + 1)
+    except OSError as err:
+        raise ValueError(f"{path} cannot be read: {err.strerror or err}") from None
+    if len(raw) > MAX_RECORD_BYTES:
+        raise ValueError(f"{path} is larger than {MAX_RECORD_BYTES // (1024 * 1024)} MiB")
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ValueError(f"{path} is not UTF-8 text") from None
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path} is not valid JSON: {err.msg} at line {err.lineno}, column {err.colno}") from None
+    except RecursionError:
+        raise ValueError(f"{path} nests arrays or objects deeper than a JSON parser allows") from None
 
 
 def owned_files(directory: str | os.PathLike[str], record: str, legacy: Legacy | None = None) -> set[str]:
@@ -78,8 +130,8 @@ def owned_files(directory: str | os.PathLike[str], record: str, legacy: Legacy |
         Empty when the record is missing, unreadable or not ours.
     """
     try:
-        data = json.loads((Path(directory) / record).read_text())
-    except (OSError, ValueError):
+        data = read_record(Path(directory) / record)
+    except ValueError:
         return set()
     if not isinstance(data, dict) or data.get("generator") != GENERATOR:
         return set()
@@ -187,7 +239,8 @@ def check_destination(out: str | os.PathLike[str], names: Iterable[str], record:
         return
     with _os_errors(out, "read"):
         present = {p.name for p in out.iterdir() if not _transient(p.name)}
-    foreign = present - owned_files(out, record, legacy)
+    _, moving, removing = _journal(out)  # an install that was killed: `recover` will finish it
+    foreign = present - owned_files(out, record, legacy) - set(moving) - set(removing)
     if foreign and not force:
         raise ValueError(
             f"output directory {out} is not empty and was not written by shooting "
@@ -221,43 +274,72 @@ def _move_all(out: Path, stage: Path, order: list[str]) -> None:
 
 
 def recover(out: str | os.PathLike[str]) -> None:
-    """Finish an install that was killed while moving files into `out`; remove stale staging directories.
+    """Finish an install that was killed while moving files into `out` (or deleting the earlier set's).
+
+    Stale staging directories are removed too.
 
     Call with the directory lock held (`install_directory` does).
     """
     out = Path(out)
     journal = out / JOURNAL
     if journal.exists():
-        try:
-            data = json.loads(journal.read_text())
-            stage, order = out / str(data["stage"]), [str(n) for n in data["files"]]
-        except (OSError, ValueError, KeyError, TypeError):
-            stage, order = None, []
-        if stage is not None and stage.is_dir() and "/" not in stage.name:
+        stage, order, remove = _journal(out)
+        if stage is not None and stage.is_dir():
             _move_all(out, stage, order)
+        if order and all((out / name).exists() for name in order):  # the new set is whole: the earlier one goes
+            _remove_all(out, remove)
         journal.unlink()
     for path in out.iterdir():
         if path.name.startswith(STAGE_PREFIX) and path.is_dir():
             shutil.rmtree(path, ignore_errors=True)
 
 
-def _commit(out: Path, stage: Path, names: set[str], record: str) -> None:
-    """Move the staged files into `out` under a journal, the record last."""
-    order = sorted(names - {record}) + ([record] if record in names else [])
-    write_atomic(out / JOURNAL, json.dumps({"stage": stage.name, "files": order}).encode())
+def _remove_all(out: Path, names: Iterable[str]) -> None:
+    """Delete ``out/name`` for each name that is still there as a file or a symbolic link (never a directory)."""
+    for name in names:
+        path = out / name
+        if "/" not in name and not _transient(name) and (path.is_symlink() or path.is_file()):
+            os.unlink(path)
+
+
+def _journal(out: Path) -> tuple[Path | None, list[str], list[str]]:
+    """The staging directory, the files to move and the files to delete named by `out`'s journal."""
     try:
-        with _interrupt.shielded():  # the CLI's Ctrl-C waits for the renames
+        data = read_record(out / JOURNAL)
+        if not isinstance(data, dict):
+            raise ValueError
+        stage = str(data["stage"])
+        order, remove = [str(n) for n in data["files"]], [str(n) for n in data.get("remove", [])]
+    except (ValueError, KeyError, TypeError):
+        return None, [], []
+    if "/" in stage or not stage.startswith(STAGE_PREFIX):
+        return None, [], []
+    return out / stage, [n for n in order if "/" not in n], [n for n in remove if "/" not in n]
+
+
+def _commit(out: Path, stage: Path, names: set[str], record: str, stale: set[str]) -> None:
+    """Move the staged files into `out` under a journal, the record last, then delete our `stale` files."""
+    order = sorted(names - {record}) + ([record] if record in names else [])
+    remove = sorted(stale - names)
+    # The journal is written in the staging directory and renamed into place:
+    # a kill at any instant leaves no temporary file of ours among the user's.
+    (stage / JOURNAL).write_text(json.dumps({"stage": stage.name, "files": order, "remove": remove}))
+    os.replace(stage / JOURNAL, out / JOURNAL)
+    try:
+        with _interrupt.shielded():  # the CLI's Ctrl-C waits for the renames and deletions
             _move_all(out, stage, order)
+            _remove_all(out, remove)
+            os.unlink(out / JOURNAL)
     except BaseException:
-        # Interrupted (Ctrl-C) between renames: finish them, so the set is
-        # whole, then let the interrupt through. (An OS error here leaves the
-        # journal for `recover`.)
+        # Interrupted (Ctrl-C) between renames or deletions: finish them, so
+        # the new set is whole, then let the interrupt through. (An OS error
+        # here leaves the journal for `recover`.)
         if isinstance(stage, Path) and stage.is_dir():
             with contextlib.suppress(OSError):
                 _move_all(out, stage, order)
-                (out / JOURNAL).unlink()
+                _remove_all(out, remove)
+                os.unlink(out / JOURNAL)
         raise
-    (out / JOURNAL).unlink()
 
 
 @contextlib.contextmanager
@@ -285,6 +367,9 @@ def install_directory(out: str | os.PathLike[str], write: Callable[[Path], None]
     write : callable ``(Path) -> None``
         Writes exactly the files `names` into the directory it is given.
     names : iterable of str
+        The new set. Files of our earlier set in `out` (listed by its
+        `record`) that are not among them are deleted after the new record
+        is in place; no other file is touched.
     record : str
         The JSON record among `names` that lists them (written last).
     force : bool
@@ -323,12 +408,13 @@ def install_directory(out: str | os.PathLike[str], write: Callable[[Path], None]
             with _os_errors(out, "write into"), _locked(out):
                 recover(out)
                 check_destination(out, names, record, force=force, legacy=legacy)
-                _commit(out, stage, names, record)
+                _commit(out, stage, names, record, owned_files(out, record, legacy))
             return out
     with _os_errors(out, "write into"), _locked(out):
         recover(out)
         check_destination(out, names, record, force=force, legacy=legacy)  # again, under the lock
+        stale = owned_files(out, record, legacy)  # our earlier set: what the new one does not replace goes
         with _staging(out) as stage:
             write(stage)
-            _commit(out, stage, names, record)
+            _commit(out, stage, names, record, stale)
     return out

@@ -12,14 +12,17 @@ import keyword
 import math
 import numbers
 import re
-from collections.abc import Iterable, Sequence
-from typing import TypeVar
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 __all__ = [
     "C_RESERVED",
+    "ProgressReporter",
+    "Schema",
     "array",
     "bounds",
     "choice",
@@ -27,12 +30,17 @@ __all__ = [
     "identifier",
     "integer",
     "names",
+    "one_line",
     "positive_real",
+    "progress",
     "real",
+    "record",
     "reference_inside",
     "sanitized_identifier",
     "stage_rows",
+    "stderr_lines",
     "vector",
+    "vector_text",
     "weight",
 ]
 
@@ -378,3 +386,114 @@ def names(values: Iterable[object] | None, n: int, prefix: str, what: str) -> tu
         if not isinstance(label, str) or not label:
             raise ValueError(f"{what} must be non-empty strings, got {label!r}")
     return result  # type: ignore[return-value]
+
+
+#: The type of `progress` in the public API (see `progress`).
+ProgressReporter = Callable[[str], None]
+
+
+def stderr_lines(message: str) -> None:
+    """The default progress reporter: `message` as one line on stderr (internal newlines collapsed)."""
+    print(one_line(message), file=sys.stderr, flush=True)
+
+
+def progress(value: object, default: ProgressReporter = stderr_lines,
+             what: str = "progress") -> ProgressReporter | None:
+    """The progress convention of the whole public API.
+
+    ``None`` or ``False``: silent; ``True``: the function's default reporter
+    (`default`: lines on stderr, or the closed loop's bar); a callable
+    ``(str) -> None``: called with each progress message.
+
+    Returns
+    -------
+    callable or None
+        What to call with each message; None for silence.
+    """
+    if value is None or (isinstance(value, (bool, np.bool_)) and not value):
+        return None
+    if isinstance(value, (bool, np.bool_)):
+        return default
+    if callable(value):
+        return value
+    raise ValueError(f"{what} must be None, False (silent), True (report on stderr) or a callable taking one "
+                     f"message string, got {_show(value)}")
+
+
+def vector_text(values: npt.ArrayLike, digits: int = 4) -> str:
+    """A vector for a message, on one line: ``[3, 0.1235, -2]`` (numpy's own text wraps long vectors)."""
+    flat = np.asarray(values, dtype=float).reshape(-1)
+    return "[" + ", ".join(f"{v:.{digits}g}" for v in flat) + "]"
+
+
+def one_line(text: object) -> str:
+    """`text` on one line: its lines stripped and joined by spaces (a message from CasADi or numpy may wrap)."""
+    return " ".join(part.strip() for part in str(text).splitlines() if part.strip())
+
+
+#: A schema for `record`: a type or tuple of types (``int`` excludes bool, ``float`` takes ints, finite
+#: only), a dict of key -> schema (a key ending in "?" is optional; other keys are allowed), a one-item
+#: list ``[schema]`` (a list of such items), or a callable ``(value, what) -> None`` raising ValueError.
+Schema = Any
+
+
+def record(value: object, schema: Schema, what: str) -> None:
+    """Check data read from a file (JSON) against `schema`; ValueError naming the first field that differs.
+
+    Parameters
+    ----------
+    value : object
+        Parsed JSON.
+    schema : Schema
+        See `Schema`: e.g. ``{"name": str, "horizon": int, "model": {"nx": int}, "dt?": float}``.
+    what : str
+        The record's name for messages (``"manifest.json"``); fields are named ``what: model.nx``.
+    """
+    _record(value, schema, what, "")
+
+
+def _record(value: object, schema: Schema, what: str, field: str) -> None:
+    where = f"{what}: {field or 'the top level'}"
+    if isinstance(schema, dict):
+        if not isinstance(value, dict):
+            raise ValueError(f"{where} must be a JSON object, got {_json_type(value)}")
+        for key, sub in schema.items():
+            name = key.rstrip("?")
+            path = f"{field}.{name}" if field else name
+            if name not in value:
+                if key.endswith("?"):
+                    continue
+                raise ValueError(f"{what}: {path} is missing")
+            _record(value[name], sub, what, path)
+    elif isinstance(schema, list):
+        if not isinstance(value, list):
+            raise ValueError(f"{where} must be a JSON array, got {_json_type(value)}")
+        for i, item in enumerate(value):
+            _record(item, schema[0], what, f"{field}[{i}]")
+    elif isinstance(schema, (type, tuple)):
+        types = schema if isinstance(schema, tuple) else (schema,)
+        if not any(_is_json_type(value, t) for t in types):
+            expected = " or ".join(_JSON_NAMES.get(t, t.__name__) for t in types)
+            raise ValueError(f"{where} must be {expected}, got {_json_type(value)} {_show(value)}")
+    else:
+        try:
+            schema(value, where)
+        except (TypeError, AttributeError, OverflowError):
+            raise ValueError(f"{where} is malformed: {_show(value)}") from None
+
+
+_JSON_NAMES = {int: "an integer", float: "a finite number", str: "a string", bool: "true or false",
+               type(None): "null", list: "an array", dict: "an object"}
+
+
+def _is_json_type(value: object, kind: type) -> bool:
+    if kind is int:
+        return _is_int(value)
+    if kind is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return isinstance(value, kind)
+
+
+def _json_type(value: object) -> str:
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null",
+            int: "an integer", float: "a number"}.get(type(value), type(value).__name__)

@@ -153,13 +153,14 @@ def _add_integrator(sub: "argparse._SubParsersAction[_Parser]") -> None:
     integ.add_argument("--real", choices=REALS, default="double")
     integ.add_argument("--sensitivities", choices=SENSITIVITIES, default="forward")
     integ.add_argument("--newton-iterations", type=_newton_iterations, help="Newton steps for implicit tableaus")
-    integ.add_argument("--newton", choices=NEWTON_METHODS, default="full",
+    integ.add_argument("--newton", choices=NEWTON_METHODS,
                        help="implicit tableaus: full Newton (default) or one reused factorisation (smaller code)")
     integ.add_argument("--check", action="store_true",
                        help="compile, run on test vectors and compare with Python (exit 1 on mismatch)")
     integ.add_argument("--target", choices=TARGETS, default="host",
                        help="cortex-m4: cross-compile, report flash/RAM; with --check run on an emulated Cortex-M4")
-    integ.add_argument("--vectors", type=_vectors, default=8, help="test vectors for --check (default 8)")
+    integ.add_argument("--vectors", type=_vectors,
+                       help="test vectors for --check (and for the float-vs-double record of --real float; default 8)")
     integ.add_argument("--force", action="store_true", help="write into a non-empty directory of other files")
     integ.add_argument("--no-lint", action="store_true",
                        help="do not warn when the step is outside its stability region at the nominal point")
@@ -200,7 +201,7 @@ def _add_mpc(sub: "argparse._SubParsersAction[_Parser]") -> None:
     mpc.add_argument("--rti", action="store_true", help="real-time iteration controller instead of full solves")
     mpc.add_argument("--noise", type=_nonnegative_float, metavar="STD",
                      help="standard deviation of additive process noise on every state")
-    mpc.add_argument("--seed", type=_nonnegative_int, default=0, help="noise seed (default 0)")
+    mpc.add_argument("--seed", type=_nonnegative_int, help="seed of --noise (default 0)")
     mpc.add_argument("--out", required=True, metavar="DIR", help="output directory (created)")
     mpc.add_argument("--force", action="store_true", help="write into a non-empty directory of other files")
     mpc.add_argument("--no-lint", action="store_true",
@@ -228,7 +229,7 @@ def _add_controller(sub: "argparse._SubParsersAction[_Parser]") -> None:
                      help="cortex-m4: cross-compile, report flash/RAM; with --check run on an emulated Cortex-M4")
     ctl.add_argument("--check", action="store_true",
                      help="closed loop vs the Python RTIController (exit 1 on mismatch, nothing written)")
-    ctl.add_argument("--check-steps", type=_sim_steps, default=40, help="closed-loop samples of --check")
+    ctl.add_argument("--check-steps", type=_sim_steps, help="closed-loop samples of --check (default 40)")
     ctl.add_argument("--name", help="C prefix (default the model's name): NAME_mpc.c, NAME_mpc.h")
     ctl.add_argument("--out", required=True, metavar="DIR", help="output directory (created)")
     ctl.add_argument("--force", action="store_true", help="write into a non-empty directory of other files")
@@ -278,7 +279,19 @@ def _lint(model: shooting.Model, method: str | shooting.ButcherTableau, steps: i
     """Warn on stderr (and go on) when the step is outside its stability region at the operating point."""
     report = shooting.check_stability(model, method, steps, dt, x=x)  # type: ignore[arg-type]
     if not report.stable:
-        print(f"shooting-codegen: warning: {report.message} (--no-lint silences this)", file=sys.stderr)
+        _stderr(f"shooting-codegen: warning: {report.message} (--no-lint silences this)")
+
+
+def _stderr(message: object) -> None:
+    """One line on stderr: every problem, warning and error the CLI prints goes through here.
+
+    A message composed from a solver's status, a CasADi error or a numpy
+    array may hold newlines; they are collapsed, so that each message is one
+    line (a log reader or a test takes one line per message).
+    """
+    from shooting._validate import one_line  # (local: the module's imports stay as they are)
+
+    print(one_line(message), file=sys.stderr, flush=True)
 
 
 def _print_report(report: ExportReport, out: str) -> bool:
@@ -287,10 +300,24 @@ def _print_report(report: ExportReport, out: str) -> bool:
         print(line)
     for problem in report.problems:
         if problem not in report.lines:
-            print(problem, file=sys.stderr)
+            _stderr(problem)
     if not report.ok:
-        print(f"check failed: nothing written to {out}", file=sys.stderr)
+        _stderr(f"check failed: nothing written to {out}")
     return report.ok
+
+
+def _refuse_ineffective(rules: Sequence[tuple[str, bool, str, str]]) -> None:
+    """Exit 2 (a UsageError) for the first option given where it would have no effect.
+
+    Each rule is ``(option, given where it has no effect, why, fix)``; the
+    message reads "OPTION has no effect WHY: FIX or drop OPTION". An option
+    the run would silently ignore is a mistake like an unknown one: the
+    user expected something of it.
+    """
+    for option, ineffective, why, fix in rules:
+        if ineffective:
+            drop = option if fix.startswith("drop ") else f"drop {option}"
+            raise UsageError(f"{option} has no effect {why}: {fix} or {drop}")
 
 
 def cmd_integrator(args: argparse.Namespace) -> int:
@@ -308,14 +335,23 @@ def cmd_integrator(args: argparse.Namespace) -> int:
     if dt is None:
         raise UsageError(f"model {model.name} has no nominal dt: pass --dt")
 
+    _refuse_ineffective([
+        ("--vectors", args.vectors is not None and not args.check and args.real == "double",
+         "without --check (or --real float, whose float-vs-double error it measures)", "add --check"),
+        *((option, given and tab.explicit and not model.is_dae,
+           f"with the explicit tableau {tab.name} (no Newton solve on an ODE)", "choose an implicit method")
+          for option, given in (("--newton-iterations", args.newton_iterations is not None),
+                                ("--newton", args.newton is not None))),
+    ])
     if not args.no_lint:
         _lint(model, tab, args.steps, dt, None)
     progress(f"building {tab.name} x {args.steps} step(s) of {model.name} ({args.sensitivities} sensitivities)")
     F = shooting.build_integrator(model, tab, args.steps, args.sensitivities,
-                                  newton_iterations=args.newton_iterations, newton=args.newton, name=args.name)
+                                  newton_iterations=args.newton_iterations, newton=args.newton or "full",
+                                  name=args.name)
     report = export_integrator(F, args.out, real=args.real, target=args.target, check=args.check,
-                               vectors=args.vectors, force=args.force, dt=dt,
-                               metadata={"model_spec": args.model}, progress=progress)
+                               force=args.force, dt=dt, metadata={"model_spec": args.model}, progress=progress,
+                               **({} if args.vectors is None else {"vectors": args.vectors}))
     if not _print_report(report, args.out):
         return 1
     print(f"{args.out}/{report.name}.c, {report.name}.h, manifest.json, Makefile")
@@ -406,13 +442,19 @@ def cmd_mpc(args: argparse.Namespace) -> int:
     if args.x_ref is not None:
         changes["x_ref"] = _parse_vector(args.x_ref, model.nx, "--x-ref", model.name)
     scenario = _scenario(args, model, changes, ("sim_steps", "hessian"))
-    run = run_scenario(scenario, args.out, model=model, rti=args.rti, noise_std=args.noise, seed=args.seed,
+    _refuse_ineffective([
+        ("--seed", args.seed is not None and not args.noise, "without --noise (it seeds the noise)", "add --noise STD"),
+        ("--x-ref", args.x_ref is not None and scenario.reference is not None,
+         f"with --scenario {args.scenario}, whose reference varies in time", "choose another scenario"),
+    ])
+    run = run_scenario(scenario, args.out, model=model, rti=args.rti, noise_std=args.noise,
+                       seed=0 if args.seed is None else args.seed,
                        force=args.force, progress=progress, progress_bar=not args.quiet,
                        metadata={"model": {"spec": args.model}})
     for line in run.lines:
         print(line)
     for line in run.problems:
-        print(f"shooting-codegen: {line}", file=sys.stderr)
+        _stderr(f"shooting-codegen: {line}")
     if run.files:
         print(f"{args.out}/" + ", ".join(f.name for f in run.files))
     return 0 if run.ok else 1
@@ -422,6 +464,12 @@ def cmd_controller(args: argparse.Namespace) -> int:
     from shooting.codegen import check_controller_export, export_controller
 
     progress = _Progress(args.quiet)
+    slack = [("--slack-l1", args.slack_l1 is not None), ("--slack-l2", args.slack_l2 is not None)]
+    _refuse_ineffective([
+        ("--check-steps", args.check_steps is not None and not args.check, "without --check", "add --check"),
+        *((option, given and args.hard_x_bounds, "with --hard-x-bounds (hard bounds have no slacks)",
+           "drop --hard-x-bounds") for option, given in slack),
+    ])
     check_controller_export(args.out, args.name, real=args.real, target=args.target, check=args.check,
                             force=args.force)
     model_args = _model_args(args.model_arg)
@@ -429,8 +477,12 @@ def cmd_controller(args: argparse.Namespace) -> int:
     scenario = _scenario(args, model, {"soft_x_bounds": not args.hard_x_bounds}, ("slack_l1", "slack_l2"))
     progress(f"building the OCP of {model.name} (N = {scenario.problem.horizon}, dt = {scenario.problem.dt:g})")
     ocp = shooting.build_ocp(scenario, model)
+    bounded = any(math.isfinite(v) for v in [*ocp.x_min, *ocp.x_max])
+    _refuse_ineffective([(option, given and not bounded, f"here: the OCP of {model.name} has no state bounds",
+                          "bound a state") for option, given in slack])
     report = export_controller(ocp, args.out, real=args.real, target=args.target, check=args.check,
-                               force=args.force, name=args.name, x0=scenario.x0, check_steps=args.check_steps,
+                               force=args.force, name=args.name, x0=scenario.x0,
+                               **({} if args.check_steps is None else {"check_steps": args.check_steps}),
                                metadata={"model_spec": args.model, "model_args": model_args, "qp_solver": args.qp},
                                progress=progress)
     if not _print_report(report, args.out):
@@ -495,13 +547,12 @@ def _run(argv: Sequence[str] | None) -> int:
         args = build_parser().parse_args(argv)
         return commands[args.command](args)
     except UsageError as err:
-        print(f"shooting-codegen: error: {err}", file=sys.stderr)
+        _stderr(f"shooting-codegen: error: {err}")
         return 2
     except ValueError as err:  # the library's user errors (bad model, tableau, numbers, ...)
         if _interrupt.requested():
             raise KeyboardInterrupt from err
-        print(f"shooting-codegen: error: {str(err).splitlines()[0] if str(err) else type(err).__name__}",
-              file=sys.stderr)
+        _stderr(f"shooting-codegen: error: {str(err) or type(err).__name__}")
         return 2
 
 

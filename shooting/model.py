@@ -266,7 +266,7 @@ class Model:
         residual = np.array(G(z, np.concatenate([xv, uv, pv, [tv]])), dtype=float).ravel()
         if not np.all(np.isfinite(z)) or np.max(np.abs(residual), initial=0.0) > 1e-8 * (1 + np.abs(z).max()):
             raise ValueError(f"model {self.name}: Newton on the algebraic equations did not converge at "
-                             f"x = {np.array2string(xv, precision=4)} from z = {np.array2string(zv, precision=4)} "
+                             f"x = {_validate.vector_text(xv)} from z = {_validate.vector_text(zv)} "
                              f"(residual {np.max(np.abs(residual)):.2e}): give a better z_guess")
         return z
 

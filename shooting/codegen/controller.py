@@ -130,7 +130,7 @@ def export_controller(
     x0: object = None,
     check_steps: int = CHECK_STEPS,
     metadata: Mapping[str, object] | None = None,
-    progress: Progress | None = None,
+    progress: bool | Progress | None = None,
 ) -> ExportReport:
     """Export the real-time-iteration controller of `ocp` as C into `out_dir`, optionally checked.
 
@@ -162,7 +162,9 @@ def export_controller(
     check_steps : int
     metadata : mapping, optional
         Extra manifest entries.
-    progress : callable ``(str) -> None``, optional
+    progress : bool or callable ``(str) -> None``, optional
+        One line before each stage: None or False silent (the default), True
+        on stderr, a callable is called with each line.
 
     Returns
     -------
@@ -176,9 +178,11 @@ def export_controller(
         Bad options, an OCP the C cannot solve, a refused directory, a
         missing tool.
     """
+    reporter = _validate.progress(progress)
+
     def say(message: str) -> None:
-        if progress is not None:
-            progress(message)
+        if reporter is not None:
+            reporter(message)
 
     if not isinstance(ocp, MultipleShootingOCP):
         raise ValueError(f"ocp must be a shooting.MultipleShootingOCP, got {type(ocp).__name__}")

@@ -201,7 +201,7 @@ def controller_spec(ocp: MultipleShootingOCP, *, x0: object = None, guess: tuple
         start = model.x0 if x0 is None else _validate.vector(x0, model.nx, "x0", broadcast=False)
         sol = ocp.solve(start)
         if not sol.success:
-            raise ValueError(f"IPOPT did not solve the OCP from x0 = {np.array2string(start, precision=4)} "
+            raise ValueError(f"IPOPT did not solve the OCP from x0 = {_validate.vector_text(start)} "
                              f"({sol.status}): the controller needs a trajectory guess; pass x0= where the "
                              f"OCP is solvable")
         x_guess, u_guess = sol.x, sol.u

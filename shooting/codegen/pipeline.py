@@ -136,6 +136,7 @@ def _check_dict(report: CheckReport) -> dict[str, Any]:
     return {"target": report.target, "real": report.real, "vectors": report.vectors,
             "worst_relative_error": {k: float(v) for k, v in report.worst.items()},
             "allowed_relative_error": {k: float(v) for k, v in report.allowed.items()},
+            "decisive_relative_error": {k: float(v) for k, v in report.decisive.items()},
             "passed": report.passed, **({"details": report.details} if report.details else {})}
 
 
@@ -279,7 +280,7 @@ def export_integrator(
     model: Model | None = None,
     dt: float | None = None,
     metadata: Mapping[str, object] | None = None,
-    progress: Progress | None = None,
+    progress: bool | Progress | None = None,
 ) -> ExportReport:
     """Export a step Function as C into `out_dir`, optionally checked on the host and an emulated Cortex-M4.
 
@@ -317,8 +318,9 @@ def export_integrator(
         Interval length of the test vectors (default: the model's ``dt``).
     metadata : mapping, optional
         Extra manifest entries.
-    progress : callable ``(str) -> None``, optional
-        Called with one line before each stage.
+    progress : bool or callable ``(str) -> None``, optional
+        One line before each stage: None or False silent (the default), True
+        on stderr, a callable is called with each line.
 
     Returns
     -------
@@ -331,9 +333,11 @@ def export_integrator(
         Bad options, a refused output directory, a Function the emitter
         cannot translate, or a missing compiler or emulator for what was asked.
     """
+    reporter = _validate.progress(progress)
+
     def say(message: str) -> None:
-        if progress is not None:
-            progress(message)
+        if reporter is not None:
+            reporter(message)
 
     if not isinstance(F, ca.Function):
         raise ValueError(f"F must be a casadi.Function (see shooting.build_integrator), got {type(F).__name__}")

@@ -7,13 +7,20 @@ accepts (``step(x, t) -> ControlStep``, ``dt``, ``model``, ``reset()``), so
 the generated C runs against the accurate plant in Python. Both compile the
 exported ``.c`` with the host gcc and the strict flags into a shared library
 in a private temporary folder (the export directory is only read).
+
+The manifest is data that may have been edited: it is read with bounds
+(`shooting._files.read_record`) and checked against a schema
+(`STEP_MANIFEST`, `CONTROLLER_MANIFEST`), and every size that buffers or
+views over C memory depend on is read from the compiled library (CasADi's
+calling convention of a step; a small shim compiled with a controller's
+header reports its constants and the lengths of its memory struct's
+arrays). A manifest that disagrees is refused, naming the field.
 """
 
 from __future__ import annotations
 
 import atexit
 import ctypes
-import json
 import os
 import shutil
 import tempfile
@@ -24,7 +31,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from shooting import _validate
+from shooting import _files, _validate
+from shooting.codegen.c_files import DAE_STEP_INPUTS, STEP_INPUTS
 from shooting.codegen.host_library import build_shared_library, real_ctype, real_dtype
 from shooting.loading import load_model
 from shooting.model import Model
@@ -40,18 +48,92 @@ CONTROLLER_STATUS = {0: "ok", 1: "QP iteration limit", 2: "QP infeasible", 3: "H
 FloatArray = npt.NDArray[np.float64]
 
 
-def _manifest(directory: str | os.PathLike[str]) -> tuple[Path, dict[str, Any]]:
+def _shape(value: object, where: str) -> None:
+    """A matrix shape as the manifest records it: [rows, columns], non-negative integers."""
+    if not (isinstance(value, list) and len(value) == 2
+            and all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 1 << 24 for v in value)):
+        raise ValueError(f"{where} must be a shape [rows, columns] of non-negative integers, got {value!r:.60}")
+
+
+def _name(value: object, where: str) -> None:
+    _validate.identifier(value, where)
+
+
+def _real(value: object, where: str) -> None:
+    _validate.choice(value, REALS, where)
+
+
+def _dt(value: object, where: str) -> None:
+    if value is not None:
+        _validate.positive_real(value, where)
+
+
+def _positive(value: object, where: str) -> None:
+    _validate.positive_real(value, where)
+
+
+def _count(value: object, where: str) -> None:
+    _validate.integer(value, where, minimum=0, maximum=1 << 24)
+
+
+def _horizon(value: object, where: str) -> None:
+    _validate.integer(value, where, minimum=1, maximum=1 << 24)
+
+
+def _model_args(value: object, where: str) -> None:
+    if value is None:
+        return
+    if not isinstance(value, dict) or not all(
+            isinstance(k, str) and k.isidentifier() and isinstance(v, (int, float, str, bool)) for k, v in
+            value.items()):
+        raise ValueError(f"{where} must be an object of parameter names and numbers, strings or booleans")
+
+
+def _finite_list(value: object, where: str) -> None:
+    if value is not None:
+        _validate.array(value, where)
+
+
+#: What `load_step` reads from an integrator export's manifest.json (other entries are not read).
+STEP_MANIFEST: _validate.Schema = {
+    "name": _name, "real": _real, "step_function": str, "dt?": _dt, "z0?": _finite_list, "kind?": str,
+    "inputs": {"x": _shape, "u": _shape, "p": _shape, "t0": _shape, "dt": _shape, "z0?": _shape},
+    "outputs": {"x_next": _shape, "A?": _shape, "B?": _shape, "err?": _shape, "z?": _shape},
+}
+#: What `load_controller` reads from a controller export's manifest.json.
+CONTROLLER_MANIFEST: _validate.Schema = {
+    "name": _name, "real": _real, "kind": str, "dt": _positive, "horizon": _horizon,
+    "model": {"name": str, "nx": _count, "nu": _count, "np": _count},
+    "model_spec?": (str, type(None)), "model_args?": _model_args,
+}
+
+
+def _manifest(directory: str | os.PathLike[str], controller: bool) -> tuple[Path, dict[str, Any]]:
+    """The export's manifest.json, checked against its schema (ValueError naming the field that is wrong)."""
     folder = Path(directory)
     path = folder / "manifest.json"
-    if not path.is_file():
+    if not path.exists():
         raise ValueError(f"{folder} holds no manifest.json: give the directory of an export of shooting")
+    suffix = "not the manifest of an export of shooting as written; export again"
     try:
-        manifest = json.loads(path.read_text())
-    except (OSError, ValueError) as err:
-        raise ValueError(f"{path} is not readable JSON ({err}): export again") from None
-    if not isinstance(manifest, dict) or "name" not in manifest or manifest.get("real") not in REALS:
-        raise ValueError(f"{path} is not the manifest of an export of shooting: export again")
+        manifest = _files.read_record(path)
+    except ValueError as err:
+        raise ValueError(f"{err}: {suffix}") from None
+    if isinstance(manifest, dict) and (manifest.get("kind") == "controller") != controller:
+        raise ValueError(f"{folder} is not a controller export (an integrator? use load_step)" if controller
+                         else f"{folder} is not an integrator export with NAME_step (a controller? use "
+                              f"load_controller)")
+    try:
+        _validate.record(manifest, CONTROLLER_MANIFEST if controller else STEP_MANIFEST, str(path))
+    except ValueError as err:
+        raise ValueError(f"{err}: {suffix}") from None
+    assert isinstance(manifest, dict)
     return folder, manifest
+
+
+def _disagree(path: Path, field: str, manifest_value: object, compiled: object) -> ValueError:
+    return ValueError(f"{path}: {field} is {manifest_value!r:.40} but the compiled C says {compiled}: the manifest "
+                      f"does not describe this C (edited or mixed up); export again")
 
 
 def _workdir() -> Path:
@@ -87,26 +169,43 @@ class HostStep:
     """
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
-        folder, manifest = _manifest(directory)
-        if manifest.get("kind") == "controller" or not manifest.get("step_function"):
-            raise ValueError(f"{folder} is not an integrator export with NAME_step (a controller? use "
-                             f"load_controller)")
+        folder, manifest = _manifest(directory, controller=False)
         self.name: str = manifest["name"]
         self.real: Real = manifest["real"]
-        ins = manifest["inputs"]
-        self.nx, self.nu, self.np = int(ins["x"][0]), int(ins["u"][0]), int(ins["p"][0])
-        self.nz = int(ins["z0"][0]) if "z0" in ins else 0
-        self.z0 = np.asarray(manifest.get("z0") or np.zeros(self.nz), dtype=float)
-        self.dt = manifest.get("dt")
-        self.sensitivities = "A" in manifest.get("outputs", {})
+        path = folder / "manifest.json"
+        if manifest["step_function"] != f"{self.name}_step":
+            raise _disagree(path, "step_function", manifest["step_function"], f"{self.name}_step (from name)")
         source = folder / f"{self.name}.c"
         if not source.is_file():
             raise ValueError(f"{source} is missing: export again")
         work = _workdir()
-        lib = build_shared_library([source], work / f"lib{self.name}.so",
+        (work / "shim.c").write_text(_STEP_SHIM.format(name=self.name))
+        lib = build_shared_library([source, work / "shim.c"], work / f"lib{self.name}.so",
                                    extra_flags=(f"-I{folder.resolve()}",
                                                 *(("-Wdouble-promotion",) if self.real == "float" else ())))
-        fn = getattr(lib, f"{self.name}_step")
+        # Every size comes from the compiled C (CasADi's calling convention
+        # in NAME.c: names and sparsity of each input and output); the
+        # manifest must agree, since the buffers the C writes are sized here.
+        try:
+            ins, outs = _step_interface(lib, self.name, path)
+            fn = getattr(lib, f"{self.name}_step")
+        except AttributeError as err:
+            raise ValueError(f"{source} does not define the functions of a step export ({err}): export again") \
+                from None
+        _check_real(lib, self.real, path)
+        for field, compiled, recorded in (("inputs", ins, manifest["inputs"]), ("outputs", outs, manifest["outputs"])):
+            for key in sorted(set(compiled) | set(recorded)):
+                shape = list(compiled[key][:2]) if key in compiled else "absent"
+                if recorded.get(key, "absent") != shape:
+                    raise _disagree(path, f"{field}.{key}", recorded.get(key, "absent"), shape)
+        self.nx, self.nu, self.np = ins["x"][2], ins["u"][2], ins["p"][2]
+        self.nz = ins["z0"][2] if "z0" in ins else 0
+        z0 = manifest.get("z0")
+        if z0 is not None and len(z0) != self.nz:
+            raise _disagree(path, "z0", f"{len(z0)} values", f"nz = {self.nz}")
+        self.z0 = np.asarray(z0 if z0 is not None else np.zeros(self.nz), dtype=float)
+        self.dt = manifest.get("dt")
+        self.sensitivities = "A" in outs
         R = real_ctype(self.real)
         fn.argtypes = [ctypes.c_void_p] * 3 + [R, R] + [ctypes.c_void_p] * (5 if self.nz else 3)
         fn.restype = ctypes.c_int
@@ -161,6 +260,51 @@ class HostStep:
         return x_next, A, B
 
 
+_STEP_SHIM = """\
+#include "{name}.h"
+long shim_real_bytes(void) {{ return (long)sizeof({name}_real); }}
+"""
+
+
+def _check_real(lib: ctypes.CDLL, real: Real, path: Path) -> None:
+    """The manifest's real type against the C's (the buffers' dtype follows the manifest)."""
+    lib.shim_real_bytes.restype = ctypes.c_long
+    lib.shim_real_bytes.argtypes = []
+    size = int(lib.shim_real_bytes())
+    if size != np.dtype(real_dtype(real)).itemsize:
+        raise _disagree(path, "real", real, f"a {size}-byte real")
+
+
+def _step_interface(lib: ctypes.CDLL, name: str,
+                    path: Path) -> tuple[dict[str, tuple[int, int, int]], dict[str, tuple[int, int, int]]]:
+    """Inputs and outputs of a step in the compiled C: name -> (rows, columns, nonzeros), in order."""
+    sides = []
+    for side, expected in (("in", (STEP_INPUTS, DAE_STEP_INPUTS)), ("out", None)):
+        count = getattr(lib, f"{name}_n_{side}")
+        names = getattr(lib, f"{name}_name_{side}")
+        sparsity = getattr(lib, f"{name}_sparsity_{side}")
+        count.restype, count.argtypes = ctypes.c_longlong, []
+        names.restype, names.argtypes = ctypes.c_char_p, [ctypes.c_longlong]
+        sparsity.restype, sparsity.argtypes = ctypes.POINTER(ctypes.c_longlong), [ctypes.c_longlong]
+        entries = {}
+        for i in range(int(count())):
+            sp = sparsity(i)
+            rows, cols = int(sp[0]), int(sp[1])
+            entries[(names(i) or b"").decode()] = (rows, cols, int(sp[2 + cols]))  # colind[cols] = nonzeros
+        if expected is not None and list(entries) not in expected:
+            raise ValueError(f"{path}: the compiled C has inputs {', '.join(entries)}, not those of an integrator "
+                             f"step: export again")
+        sides.append(entries)
+    ins, outs = sides
+    nx, nu = ins["x"][2], ins["u"][2]
+    dense = {"x_next": nx, "A": nx * nx, "B": nx * nu, "err": nx, "z": ins.get("z0", (0, 0, 0))[2]}
+    wrong = [k for k, (rows, cols, nnz) in outs.items() if k in dense and (nnz != dense[k] or rows * cols != nnz)]
+    if "x_next" not in outs or wrong or ins["t0"][2] != 1 or ins["dt"][2] != 1 or ("z0" in ins) != ("z" in outs):
+        raise ValueError(f"{path}: the compiled C's outputs ({', '.join(outs)}) are not those of a dense integrator "
+                         f"step for nx = {nx}, nu = {nu}: export again")
+    return ins, outs
+
+
 def load_step(directory: str | os.PathLike[str]) -> HostStep:
     """The integrator step exported into `directory`, as a Python callable (host build, ctypes).
 
@@ -169,7 +313,11 @@ def load_step(directory: str | os.PathLike[str]) -> HostStep:
     Raises
     ------
     ValueError
-        Not an integrator export, or its C does not compile here.
+        Not an integrator export, its C does not compile here, or its
+        manifest.json is malformed (a field missing, null or of the wrong
+        type, not an object, nested too deeply) or disagrees with the
+        compiled C, from which every size is read (inputs, outputs, the real
+        type): the message names the field.
     """
     return HostStep(directory)
 
@@ -180,8 +328,39 @@ int shim_status(const {stem}_mem* m) {{ return m->status; }}
 int shim_qp_iterations(const {stem}_mem* m) {{ return m->qp_iterations; }}
 {name}_real* shim_x({stem}_mem* m) {{ return m->x; }}
 {name}_real* shim_u({stem}_mem* m) {{ return m->u; }}
-unsigned long shim_sizeof(void) {{ return (unsigned long)sizeof({stem}_mem); }}
+/* The sizes compiled in: the header's constants, and the length of each array of the
+ * memory struct that Python reads or writes (sizeof, not evaluated). */
+#define SHIM_LEN(member) (long)(sizeof(((const {stem}_mem*)0)->member) / sizeof({name}_real))
+long shim_real_bytes(void) {{ return (long)sizeof({name}_real); }}
+void shim_sizes(long* out) {{
+  out[0] = {NAME}_MPC_N; out[1] = {NAME}_MPC_NX; out[2] = {NAME}_MPC_NU; out[3] = {NAME}_MPC_NP;
+  out[4] = SHIM_LEN(x); out[5] = SHIM_LEN(u); out[6] = SHIM_LEN(x_ref); out[7] = SHIM_LEN(u_ref);
+  out[8] = SHIM_LEN(p); out[9] = SHIM_LEN(u_prev); out[10] = (long)sizeof({stem}_mem);
+}}
 """
+
+#: What `shim_sizes` reports, in order.
+_SIZE_NAMES = ("N", "NX", "NU", "NP", "x", "u", "x_ref", "u_ref", "p", "u_prev", "mem")
+
+
+def _controller_sizes(lib: ctypes.CDLL, manifest: dict[str, Any], path: Path) -> dict[str, int]:
+    """N, NX, NU, NP of the compiled controller, checked against its memory struct and the manifest."""
+    out = (ctypes.c_long * len(_SIZE_NAMES))()
+    lib.shim_sizes.restype, lib.shim_sizes.argtypes = None, [ctypes.c_void_p]
+    lib.shim_sizes(out)
+    size = dict(zip(_SIZE_NAMES, (int(v) for v in out), strict=True))
+    N, nx, nu, npar = size["N"], size["NX"], size["NU"], size["NP"]
+    expected = {"x": (N + 1) * nx, "u": N * nu, "x_ref": (N + 1) * nx, "u_ref": N * nu, "p": max(npar, 1),
+                "u_prev": nu}
+    if min(N, nx, nu) < 1 or npar < 0 or any(size[k] != v for k, v in expected.items()):
+        raise ValueError(f"{path.parent}: the controller's header and its memory struct disagree ({size}): export "
+                         f"again")
+    for field, recorded, compiled in (("horizon", manifest["horizon"], N), ("model.nx", manifest["model"]["nx"], nx),
+                                      ("model.nu", manifest["model"]["nu"], nu),
+                                      ("model.np", manifest["model"]["np"], npar)):
+        if recorded != compiled:
+            raise _disagree(path, field, recorded, compiled)
+    return size
 
 
 class HostController:
@@ -208,44 +387,52 @@ class HostController:
     """
 
     def __init__(self, directory: str | os.PathLike[str], model: Model | None = None) -> None:
-        folder, manifest = _manifest(directory)
-        if manifest.get("kind") != "controller":
-            raise ValueError(f"{folder} is not a controller export (an integrator? use load_step)")
+        folder, manifest = _manifest(directory, controller=True)
         self.name: str = manifest["name"]
         self.real: Real = manifest["real"]
-        self.dt = _validate.positive_real(manifest["dt"], "dt")
-        self.horizon = int(manifest["horizon"])
-        self.model = self._model(manifest, model)
+        self.dt = float(manifest["dt"])
         stem = f"{self.name}_mpc"
         source = folder / f"{stem}.c"
         if not source.is_file():
             raise ValueError(f"{source} is missing: export again")
         work = _workdir()
-        (work / "shim.c").write_text(_SHIM.format(stem=stem, name=self.name))
+        (work / "shim.c").write_text(_SHIM.format(stem=stem, name=self.name, NAME=self.name.upper()))
         lib = build_shared_library([source, work / "shim.c"], work / f"lib{stem}.so",
                                    extra_flags=(f"-I{folder.resolve()}",
                                                 *(("-Wdouble-promotion",) if self.real == "float" else ())))
+        # The numpy views over the C memory are sized by the compiled library,
+        # never by the manifest: it must agree or the load is refused.
+        path = folder / "manifest.json"
+        _check_real(lib, self.real, path)
+        sizes = _controller_sizes(lib, manifest, path)
+        self.horizon = sizes["N"]
+        self.model = self._model(manifest, model)
         R = real_ctype(self.real)
         vp = ctypes.c_void_p
         self._lib = lib
         self._fn = {}
-        for call, args in (("init", [vp]), ("prepare", [vp]), ("shift", [vp]), ("feedback", [vp, vp, vp]),
-                           ("set_time", [vp, R]), ("set_reference", [vp, ctypes.c_int, vp, vp]),
-                           ("set_parameters", [vp, vp])):
-            fn = getattr(lib, f"{stem}_{call}")
-            fn.argtypes, fn.restype = args, ctypes.c_int
-            self._fn[call] = fn
-        getattr(lib, f"{stem}_default").restype = vp
-        self._mem = getattr(lib, f"{stem}_default")()
+        try:
+            for call, args in (("init", [vp]), ("prepare", [vp]), ("shift", [vp]), ("feedback", [vp, vp, vp]),
+                               ("set_time", [vp, R]), ("set_reference", [vp, ctypes.c_int, vp, vp]),
+                               ("set_parameters", [vp, vp])):
+                fn = getattr(lib, f"{stem}_{call}")
+                fn.argtypes, fn.restype = args, ctypes.c_int
+                self._fn[call] = fn
+            getattr(lib, f"{stem}_default").restype = vp
+            self._mem = getattr(lib, f"{stem}_default")()
+        except AttributeError as err:
+            raise ValueError(f"{source} does not define the functions of a controller export ({err}): export "
+                             f"again") from None
         for fname, restype in (("shim_status", ctypes.c_int), ("shim_qp_iterations", ctypes.c_int),
-                               ("shim_x", vp), ("shim_u", vp), ("shim_sizeof", ctypes.c_ulong)):
+                               ("shim_x", vp), ("shim_u", vp)):
             getattr(lib, fname).restype = restype
-            getattr(lib, fname).argtypes = [] if fname == "shim_sizeof" else [vp]
-        self.mem_bytes = int(lib.shim_sizeof())
+            getattr(lib, fname).argtypes = [vp]
+        self.mem_bytes = sizes["mem"]
         dtype = real_dtype(self.real)
         nx, nu, N = self.model.nx, self.model.nu, self.horizon
-        self._x_mem = np.ctypeslib.as_array(ctypes.cast(lib.shim_x(self._mem), ctypes.POINTER(R)), ((N + 1) * nx,))
-        self._u_mem = np.ctypeslib.as_array(ctypes.cast(lib.shim_u(self._mem), ctypes.POINTER(R)), (N * nu,))
+        self._x_mem = np.ctypeslib.as_array(ctypes.cast(lib.shim_x(self._mem), ctypes.POINTER(R)), (sizes["x"],))
+        self._u_mem = np.ctypeslib.as_array(ctypes.cast(lib.shim_u(self._mem), ctypes.POINTER(R)), (sizes["u"],))
+        assert self._x_mem.size == (N + 1) * nx and self._u_mem.size == N * nu
         self._xbuf = np.zeros(nx, dtype=dtype)
         self._ubuf = np.zeros(nu, dtype=dtype)
         self.feedback_times: list[float] = []
@@ -261,8 +448,9 @@ class HostController:
             spec = manifest.get("model_spec") or info.get("name")
             try:
                 model = load_model(str(spec), **dict(manifest.get("model_args") or {}))
-            except ValueError as err:
-                raise ValueError(f"cannot rebuild model {spec!r} of this controller ({err}): pass model=") from None
+            except (ValueError, OSError) as err:  # (OSError: a tampered spec such as a 300-character path)
+                raise ValueError(f"cannot rebuild model {spec!r:.80} of this controller ({err}): pass model=") \
+                    from None
         if not isinstance(model, Model):
             raise ValueError(f"model must be a shooting.Model, got {type(model).__name__}")
         if (model.nx, model.nu, model.np) != (info.get("nx"), info.get("nu"), info.get("np")):
@@ -342,5 +530,14 @@ def load_controller(directory: str | os.PathLike[str], model: Model | None = Non
     -------
     HostController
         Usable by `shooting.simulate_closed_loop`.
+
+    Raises
+    ------
+    ValueError
+        Not a controller export, its C does not compile here, its model
+        cannot be rebuilt, or its manifest.json is malformed or disagrees
+        with the compiled C (horizon, model.nx, model.nu, model.np, real):
+        the sizes of the views over the C memory come from the compiled
+        library, never from the manifest.
     """
     return HostController(directory, model)

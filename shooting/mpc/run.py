@@ -89,7 +89,7 @@ def run_scenario(
     noise_std: float | None = None,
     seed: int = 0,
     force: bool = False,
-    progress: Callable[[str], None] | None = None,
+    progress: bool | Callable[[str], None] | None = None,
     progress_bar: bool = False,
     metadata: dict[str, Any] | None = None,
 ) -> ScenarioRun:
@@ -109,10 +109,11 @@ def run_scenario(
         Standard deviation of additive process noise on every state.
     seed : int
     force : bool
-    progress : callable ``(str) -> None``, optional
-        Called with one line before each stage.
+    progress : bool or callable ``(str) -> None``, optional
+        One line before each stage: None or False silent (the default), True
+        on stderr, a callable is called with each line.
     progress_bar : bool
-        Show the closed loop's progress bar on stderr.
+        Show the closed loop's progress bar on stderr (see `simulate_closed_loop`).
     metadata : dict, optional
         Extra entries for ``summary.json`` (e.g. the model spec).
 
@@ -120,9 +121,12 @@ def run_scenario(
     -------
     ScenarioRun
     """
+    reporter = _validate.progress(progress)
+    bar = _validate.flag(progress_bar, "progress_bar")
+
     def say(message: str) -> None:
-        if progress is not None:
-            progress(message)
+        if reporter is not None:
+            reporter(message)
 
     out = Path(out_dir)
     _files.check_destination(out, RUN_FILES, "summary.json", force=force)
@@ -146,7 +150,8 @@ def run_scenario(
              f"{first.solve_time * 1e3:.1f} ms"]
     if not first.success:
         return ScenarioRun(False, out, [], first, None, lines=tuple(lines),
-                           problems=(f"the first OCP solve failed ({first.status}): nothing written to {out}",))
+                           problems=(f"the first OCP solve failed ({_validate.one_line(first.status)}): nothing "
+                                     f"written to {out}",))
 
     controller: Controller = RTIController(ocp) if rti else MPCController(ocp)
     kind = "rti" if rti else "mpc"
@@ -155,7 +160,7 @@ def run_scenario(
         + ")")
     traj = simulate_closed_loop(controller, scenario.x0, scenario.sim_steps, plant_method=scenario.plant_method,
                                 plant_steps=scenario.plant_steps, noise_std=noise or None, seed=seed,
-                                progress=progress_bar, reference=scenario.reference, parameters=scenario.parameters)
+                                progress=bar, reference=scenario.reference, parameters=scenario.parameters)
     stats = traj.stats(ocp.Q, ocp.R)
     ms = stats["solve_time_ms"]
     lines.append(f"closed loop: {traj.steps} steps ({traj.t[-1]:g} {unit}), solve time mean {ms['mean']:.2f} ms, "
@@ -169,7 +174,8 @@ def run_scenario(
     if failed:
         k = failed[0]
         problems.append(f"warning: {len(failed)} of {traj.steps} closed-loop solves failed (first at step {k}, "
-                        f"t = {traj.t[k]:g} {unit}: {traj.status[k]}); their inputs were applied as the solver "
+                        f"t = {traj.t[k]:g} {unit}: {_validate.one_line(traj.status[k])}); their inputs were "
+                        f"applied as the solver "
                         f"returned them (see 'failed_steps' in summary.json)")
 
     summary = {

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -45,26 +45,30 @@ FloatArray = npt.NDArray[np.float64]
 
 
 class _ProgressBar:
-    """``\\r[#####.....] 37/100  solve 2.1 ms`` on a stream, at most ~20 redraws per second."""
+    """``\\r[#####.....] 37/100  solve 2.1 ms`` on a stream, at most ~20 redraws per second.
+
+    The closed loop's default progress reporter: called with one message per
+    sample (the bar counts the calls).
+    """
 
     def __init__(self, total: int, enabled: bool, stream: Any = None, width: int = 30) -> None:
         self.total, self.enabled, self.width = total, enabled, width
         self.stream = sys.stderr if stream is None else stream
         self.last = 0.0
+        self.done = 0
 
-    def update(self, done: int, solve_s: float, ok: bool) -> None:
+    def __call__(self, message: str) -> None:
+        self.done += 1
         now = time.perf_counter()
-        if not self.enabled or (done < self.total and now - self.last < 0.05):
+        if not self.enabled or (self.done < self.total and now - self.last < 0.05):
             return
         self.last = now
-        fill = int(self.width * done / max(self.total, 1))
-        flag = "" if ok else "  (solver failed)"
-        self.stream.write(f"\r[{'#' * fill}{'.' * (self.width - fill)}] {done}/{self.total}  "
-                          f"solve {solve_s * 1e3:.1f} ms{flag}   ")
+        fill = int(self.width * self.done / max(self.total, 1))
+        self.stream.write(f"\r[{'#' * fill}{'.' * (self.width - fill)}] {message}   ")
         self.stream.flush()
 
     def close(self) -> None:
-        if self.enabled:
+        if self.enabled and self.done:
             self.stream.write("\n")
             self.stream.flush()
 
@@ -129,7 +133,7 @@ def simulate_closed_loop(
     parameters: ParameterFunction | None = None,
     noise_std: float | Sequence[float] | FloatArray | None = None,
     seed: int = 0,
-    progress: bool | Literal["always"] = True,
+    progress: bool | Callable[[str], None] | Literal["always"] | None = True,
     dt: float | None = None,
 ) -> Trajectory:
     """Run a controller against a simulated plant for `steps` sampling intervals.
@@ -180,9 +184,11 @@ def simulate_closed_loop(
         Standard deviation of the additive process noise per state.
     seed : int, default 0
         Seed of the noise generator.
-    progress : bool or "always", default True
-        Progress bar on stderr: True shows it when stderr is a terminal,
-        "always" shows it regardless, False never.
+    progress : bool, callable ``(str) -> None`` or "always", default True
+        One message per sample (``"37/100  solve 2.1 ms"``, with
+        ``"  (solver failed)"`` after a failed solve): True draws them as a
+        progress bar on stderr when it is a terminal, "always" draws the bar
+        regardless, a callable is called with each, None or False is silent.
     dt : float, optional
         Sampling time [s] (default ``controller.dt``).
 
@@ -217,8 +223,9 @@ def simulate_closed_loop(
     x = _validate.vector(x0, plant.nx, "x0", broadcast=False)
     p_plant = plant.p0 if p is None else _validate.vector(p, plant.np, "p", broadcast=False)
     std = _noise(noise_std, plant.nx)
-    if progress not in (True, False, "always"):
-        raise ValueError(f"progress must be True, False or 'always', got {progress!r}")
+    always = isinstance(progress, str) and progress == "always"
+    bar = _ProgressBar(K, always or sys.stderr.isatty())
+    report = bar if always else _validate.progress(progress, default=bar)
     rng = np.random.default_rng(_validate.integer(seed, "seed", minimum=0))
     feed = _Feed(controller, model, dt, reference, parameters)
     reset = getattr(controller, "reset", None)
@@ -228,7 +235,6 @@ def simulate_closed_loop(
 
     z = plant.consistent_z(x, plant.u0, p_plant) if plant.nz else np.zeros(0)
     record = _Record([x.copy()])
-    bar = _ProgressBar(K, progress == "always" or (progress is True and sys.stderr.isatty()))
     u_prev: FloatArray | None = None
     try:
         for k in range(K):
@@ -244,7 +250,9 @@ def simulate_closed_loop(
             z = np.array(outs[-1], dtype=float).reshape(-1) if plant.nz else z
             if std is not None:
                 x_next = x_next + std * rng.standard_normal(plant.nx)
-            bar.update(k + 1, float(step.solve_time), bool(step.success))
+            if report is not None:
+                report(f"{k + 1}/{K}  solve {float(step.solve_time) * 1e3:.1f} ms"
+                       + ("" if step.success else "  (solver failed)"))
             if not np.isfinite(x_next).all():
                 record.stopped = f"plant state became non-finite at step {k} (t = {(k + 1) * dt:g} s)"
                 break
