@@ -305,7 +305,8 @@ class HostOCPQP:
         ]
         c_arrays = [c_array(a, real) for a in arrays]  # an infinite bound: no side
         idx = np.asarray(qp.idxbx or [0], dtype=np.int32)
-        flags = [np.asarray([bool(v) for v in f] or [False], dtype=np.uint8) for f in (qp.soft_bx, qp.soft_g, qp.soft_gN)]
+        flags = [np.asarray([bool(v) for v in f] or [False], dtype=np.uint8)
+                 for f in (qp.soft_bx, qp.soft_g, qp.soft_gN)]
         strides = np.array([1, 1, 1, 1], dtype=np.int32)
         tol = c_array(list((tolerances or OCP_QP_TOLERANCES[real]).values()), real)
         x = c_array(np.tile(qp.x0, (N + 1, 1)) if x_guess is None else np.asarray(x_guess, dtype=float), real)
