@@ -41,10 +41,10 @@ def run(model: shooting.Model, horizon: int, steps: int) -> None:
     print("-" * (NAME_WIDTH + 100))
     base = np.nan
     for label, qp in CONTROLLERS:
+        ocp = build_ocp(scenario, model)
         try:
-            ocp = build_ocp(scenario, model)
             controller = ocp if qp is None else shooting.RTIController(ocp, qp_solver=qp)
-        except ValueError as err:  # e.g. the RTI's refusal of constraints it cannot linearise
+        except ValueError as err:  # the RTI's refusal: path constraints, bounds on algebraic states
             print(skip_row(model.name, f"{label}: {err}"))
             continue
         traj = shooting.simulate_closed_loop(controller, scenario.x0, steps, progress=False)

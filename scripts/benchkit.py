@@ -73,10 +73,10 @@ class Skip(Exception):
 
 @contextlib.contextmanager
 def model_rows(name: str) -> Iterator[None]:
-    """Turn a `Skip` or a library `ValueError` (the model cannot be taken, with its reason) into a skip row."""
+    """Turn a `Skip` (the model cannot be taken, with the reason) into a skip row; anything else propagates."""
     try:
         yield
-    except (Skip, ValueError) as err:
+    except Skip as err:
         print(skip_row(name, str(err)), flush=True)
 
 
