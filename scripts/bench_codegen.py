@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Benchmark: generated C steps against CasADi's own code generation, in one run.
 
-Table 1, per built-in model x {euler, rk4, dopri5, gauss2} x {double, float}:
-ns per call of NAME_step from a C timing loop (gcc -O3), gcc compile time,
-Cortex-M4 flash/RAM of the object, and the same Function called from Python.
+Table 1, per model (every built-in one by default; a DAE's step takes its z0
+and returns z) x {euler, rk4, dopri5, gauss2} x {double, float}: ns per call
+of NAME_step from a C timing loop (gcc -O3), gcc compile time, Cortex-M4
+flash/RAM of the object, and the same Function called from Python.
 
 Table 3: generated C size, compile time and speed against the number of
 substeps.
@@ -14,8 +15,9 @@ the same flags: ours; the plain CasADi recipe (an SX RK4 step with
 jacobian, exported by CasADi. Ratios are to ours. Cortex-M4 float objects:
 ours against CasADi's own float export of the same step.
 
-    python scripts/bench_codegen.py            # full tables
-    python scripts/bench_codegen.py --quick    # cart-pole only, short loops (used by the tests)
+    python scripts/bench_codegen.py                        # full tables, every built-in model
+    python scripts/bench_codegen.py --quick                # cart-pole, rk4 only, short loops
+    python scripts/bench_codegen.py --quick --models all   # every built-in model, rk4, short loops (the tests)
 """
 
 from __future__ import annotations
@@ -30,11 +32,12 @@ from pathlib import Path
 import casadi as ca
 
 import shooting
+from bench_integrators import python_call_us  # scripts/ is on sys.path when run as a script
+from benchkit import NAME_WIDTH, add_models_option, nominal_args, nominal_dt, selected_models
 from shooting.codegen import generate_c, qemu_mps2, toolchain
 
-from bench_integrators import python_call_us  # scripts/ is on sys.path when run as a script
-
 METHODS = ("euler", "rk4", "dopri5", "gauss2")
+QUICK_METHODS = ("rk4",)
 
 
 def _array(values) -> str:
@@ -76,8 +79,11 @@ def time_ours(F: ca.Function, model: shooting.Model, real: str, workdir: Path, r
     R = "s_real"
     decls = (f"static {R} x[{model.nx + 1}] = {_array(model.x0)}; static {R} u[{model.nu + 1}] = {_array(model.u0)};\n"
              f"static {R} p[{model.np + 1}] = {_array(model.p0)}; static {R} out0[{model.nx}], "
-             f"A[{model.nx * model.nx}], B[{model.nx * model.nu + 1}];")
-    call = f"s_step(x, u, p, 0, ({R}){model.dt!r}, out0, A, B)"
+             f"A[{model.nx * model.nx}], B[{model.nx * model.nu + 1}];\n"
+             f"static {R} z0[{model.nz + 1}] = {_array(model.z0)}, z[{model.nz + 1}];")
+    # A DAE's step takes the guess z0 of its algebraic state and returns z.
+    call = (f"s_step(x, u, p, 0, ({R}){nominal_dt(model)!r}, {'z0, ' if model.nz else ''}out0, A, B"
+            f"{', z' if model.nz else ''})")
     (workdir / "main.c").write_text(_timing_main("s.h", call, decls, reps))
     ns, compile_s = _run_timing(workdir, ["main.c", "s.c"])
     return ns, compile_s, export.files["s.c"]
@@ -92,8 +98,9 @@ def time_casadi(F: ca.Function, model: shooting.Model, workdir: Path, reps: int)
     decls = (f"static casadi_real x[{model.nx + 1}] = {_array(model.x0)}; static casadi_real u[{model.nu + 1}] = "
              f"{_array(model.u0)};\nstatic casadi_real p[{model.np + 1}] = {_array(model.p0)}, t0 = 0, "
              f"dt = {model.dt!r};\nstatic casadi_real out0[{model.nx}], A[{model.nx * model.nx}], "
-             f"B[{model.nx * model.nu + 1}];\nstatic casadi_real w[{F.sz_w() + 1}]; static casadi_int iw[{F.sz_iw() + 1}];\n"
-             f"static const casadi_real* arg[{max(F.sz_arg(), n_in)}]; static casadi_real* res[{max(F.sz_res(), n_out)}];")
+             f"B[{model.nx * model.nu + 1}];\nstatic casadi_real w[{F.sz_w() + 1}]; "
+             f"static casadi_int iw[{F.sz_iw() + 1}];\nstatic const casadi_real* arg[{max(F.sz_arg(), n_in)}]; "
+             f"static casadi_real* res[{max(F.sz_res(), n_out)}];")
     inputs = {"x": "x", "u": "u", "p": "p", "t0": "&t0", "dt": "&dt", "x0": "x", "T": "&dt"}
     outputs = {"x_next": "out0", "A": "A", "B": "B"}
     setup = "".join(f"arg[{i}] = {inputs[n]}; " for i, n in enumerate(F.name_in()))
@@ -105,7 +112,7 @@ def time_casadi(F: ca.Function, model: shooting.Model, workdir: Path, reps: int)
 
 def python_us(F: ca.Function, model: shooting.Model, repeats: int) -> float:
     """Microseconds per positional call from Python at the model's nominal point."""
-    return python_call_us(F, [model.x0, model.u0, model.p0, 0.0, model.dt], repeats)
+    return python_call_us(F, nominal_args(model), repeats)
 
 
 def m4_size(source: Path, workdir: Path, call_graph=None) -> tuple[int, int] | None:
@@ -150,13 +157,13 @@ def casadi_integrator(model: shooting.Model) -> ca.Function:
                        ["x", "u", "p"], ["x_next", "A", "B"]).expand()
 
 
-def table_steps(models: list[str], reps: int, py_repeats: int) -> None:
-    print(f"{'model':<13}{'method':<8}{'real':<7}{'ns/call':>10}{'gcc -O3 s':>10}{'M4 flash':>10}"
+def table_steps(models: list[shooting.Model], methods: tuple[str, ...], reps: int, py_repeats: int) -> None:
+    print(f"{'model':<{NAME_WIDTH}}{'method':<8}{'real':<7}{'ns/call':>10}{'gcc -O3 s':>10}{'M4 flash':>10}"
           f"{'M4 RAM':>8}{'py us':>8}")
     print("-" * 74)
-    for name in models:
-        model = shooting.load_model(name)
-        for method in METHODS:
+    for model in models:
+        name = model.name
+        for method in methods:
             F = shooting.build_integrator(model, method)
             py = python_us(F, model, py_repeats)
             for real in ("double", "float"):
@@ -165,7 +172,8 @@ def table_steps(models: list[str], reps: int, py_repeats: int) -> None:
                     ns, comp, _ = time_ours(F, model, real, work, max(200, reps // max(1, F.n_instructions() // 200)))
                     size = m4_size(work / "s.c", work, generate_c(F, "s", real=real).call_graph)
                 flash, ram = size if size else ("-", "-")
-                print(f"{name:<13}{method:<8}{real:<7}{ns:>10.1f}{comp:>10.2f}{flash:>10}{ram:>8}{py:>8.1f}")
+                print(f"{name:<{NAME_WIDTH}}{method:<8}{real:<7}{ns:>10.1f}{comp:>10.2f}{flash:>10}{ram:>8}"
+                      f"{py:>8.1f}", flush=True)
 
 
 def table_versus_casadi(reps: int) -> None:
@@ -224,13 +232,15 @@ def table_steps_growth(steps_list: tuple[int, ...]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="cart-pole only, short loops (smoke test)")
+    ap.add_argument("--quick", action="store_true", help="rk4 only, short loops (smoke test)")
+    add_models_option(ap)
     args = ap.parse_args(argv)
+    models = selected_models(ap, args)
     if not toolchain.have_host_compiler():
         print("gcc not found: nothing to benchmark")
         return 0
     print(f"casadi {ca.__version__}, shooting {shooting.__version__}, python {sys.version.split()[0]}\n")
-    table_steps(["cartpole"] if args.quick else shooting.model_names(), 20_000 if args.quick else 2_000_000,
+    table_steps(models, QUICK_METHODS if args.quick else METHODS, 20_000 if args.quick else 2_000_000,
                 20 if args.quick else 2000)
     table_versus_casadi(20_000 if args.quick else 5_000_000)
     table_steps_growth((1, 200) if args.quick else (1, 2, 4, 8, 16, 64, 200))

@@ -3,12 +3,14 @@
 
 Prints, for each built-in model x {euler, rk4, dopri5, gauss2} x sensitivity
 mode: CasADi's instruction count, work-vector size, build time and the
-microseconds per call from Python. A second table times the substep loop in
-compiled C (gcc -O3), unrolled against binary doubling, which is how
+microseconds per call from Python (a DAE is called with its z0). A second
+table times the substep loop of the cart-pole in compiled C (gcc -O3),
+unrolled against binary doubling, which is how
 `shooting.integrate.integrator.UNROLL_MAX_STEPS` was chosen.
 
-    python scripts/bench_integrators.py            # full tables
-    python scripts/bench_integrators.py --quick    # one model, few repeats (used by the tests)
+    python scripts/bench_integrators.py                        # full tables, every built-in model
+    python scripts/bench_integrators.py --quick                # cart-pole, few repeats
+    python scripts/bench_integrators.py --quick --models all   # every built-in model, few repeats (the tests)
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import casadi as ca
 import numpy as np
 
 import shooting
+from benchkit import add_models_option, nominal_args, selected_models  # scripts/ is on sys.path
 
 METHODS = ("euler", "rk4", "dopri5", "gauss2")
 MODES = ("forward", "ad", "variational", "none")
@@ -63,13 +66,12 @@ def python_call_us(F: ca.Function, args: list, repeats: int) -> float:
     return best * 1e6
 
 
-def table_functions(models: list[str], repeats: int) -> None:
+def table_functions(models: list[shooting.Model], repeats: int) -> None:
     header = f"{'model':<13}{'method':<8}{'mode':<12}{'instr':>8}{'sz_w':>7}{'build ms':>10}{'us/call':>9}"
     print(header)
     print("-" * len(header))
-    for name in models:
-        model = shooting.load_model(name)
-        args = [model.x0, model.u0, model.p0, 0.0, model.dt]
+    for model in models:
+        name, args = model.name, nominal_args(model)
         for method in METHODS:
             for mode in MODES:
                 t = time.perf_counter()
@@ -126,10 +128,11 @@ def table_substeps(model_name: str, steps_list: tuple[int, ...], reps: int) -> N
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="one model and few repeats (smoke test)")
+    ap.add_argument("--quick", action="store_true", help="few repeats, short C loops (smoke test)")
+    add_models_option(ap)
     args = ap.parse_args(argv)
+    models = selected_models(ap, args)
     print(f"casadi {ca.__version__}, shooting {shooting.__version__}, python {sys.version.split()[0]}\n")
-    models = ["cartpole"] if args.quick else shooting.model_names()
     table_functions(models, 20 if args.quick else 2000)
     if shutil.which("gcc"):
         table_substeps("cartpole", (1, 4) if args.quick else (1, 2, 3, 4, 6, 8, 16, 64, 200),

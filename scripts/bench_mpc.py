@@ -26,7 +26,13 @@ warm-start bookkeeping (shift, set_initial, reading the solution) a user pays
 each step; "ipopt" is IPOPT's own `t_wall_total` (`stats()`).
 
     python scripts/bench_mpc.py            # N = 40 and N = 20, all peers and variants (a few minutes)
-    python scripts/bench_mpc.py --quick    # N = 20, 2 repetitions, main peers (used by the tests)
+    python scripts/bench_mpc.py --quick    # N = 20, 2 repetitions, main peers
+    python scripts/bench_mpc.py --quick --models all   # the same over every built-in model (the tests)
+
+With ``--models`` (default: the cart-pole above) another model's problem is
+its default scenario's weights, dt, start and plant with the same RK4 x 1 and
+zero references; a model with algebraic states is solved by shooting alone (the
+peers here state an ODE), with a line saying so.
 
 Peers that are not installed are skipped with a line; install them with
 ``pip install do-mpc rockit-meco`` (benchmark-only, not project dependencies).
@@ -51,9 +57,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_mpc_peers as peers_mod  # noqa: E402 - needs the script folder on sys.path
-from bench_mpc_peers import Problem, ShootingPeer  # noqa: E402
-
 import shooting  # noqa: E402
+from bench_mpc_peers import Problem, ShootingPeer  # noqa: E402
+from benchkit import add_models_option, selected_models  # noqa: E402
 
 Q = np.diag([1e3, 1e3, 1e-2, 1e-2])
 R = np.diag([1e-2])
@@ -101,10 +107,30 @@ def quiet(fn, *args):
         return fn(*args)
 
 
-def run_horizon(N: int, reps: int, steps: int, variants: bool, log) -> dict[str, Record]:
-    model = shooting.load_model("cartpole")
-    prob = Problem(model, N, DT, Q, R, Q_TERMINAL, model.x0.copy())
-    plant = shooting.build_integrator(model, "rk4", 10, "none")
+def problem_of(model: shooting.Model, N: int) -> Problem:
+    """The benchmark's OCP: acados' cart-pole (module docstring), or another model's default scenario weights."""
+    if model.name == "cartpole":
+        return Problem(model, N, DT, Q, R, Q_TERMINAL, model.x0.copy())
+    scenario = shooting.default_scenario(model)
+    ocp = shooting.MultipleShootingOCP.from_problem(model, scenario.problem.with_changes(horizon=N, method="rk4",
+                                                                                         steps=1))
+    return Problem(model, N, ocp.dt, ocp.Q, ocp.R, ocp.Q_terminal, np.asarray(scenario.x0, dtype=float))
+
+
+def plant_of(prob: Problem):
+    """The plant (x, u) -> x_next: RK4 with 10 substeps per dt (another model: its scenario's plant, e.g. the
+    stiff chain's radau3); a DAE's from its model's z0 guess."""
+    model = prob.model
+    scenario = shooting.default_scenario(model)
+    method, substeps = ("rk4", 10) if model.name == "cartpole" else (scenario.plant_method, scenario.plant_steps)
+    F = shooting.build_integrator(model, method, substeps, "none")
+    z0 = {"z0": model.z0} if model.nz else {}
+    return lambda x, u: np.array(F(x=x, u=u, p=model.p0, t0=0.0, dt=prob.dt, **z0)["x_next"]).ravel()
+
+
+def run_horizon(model: shooting.Model, N: int, reps: int, steps: int, variants: bool, log) -> dict[str, Record]:
+    prob = problem_of(model, N)
+    plant = plant_of(prob)
     peers, skipped = peers_mod.make_peers(prob, variants=variants)
     for line in skipped:
         log(f"  SKIP {line}")
@@ -127,7 +153,7 @@ def run_horizon(N: int, reps: int, steps: int, variants: bool, log) -> dict[str,
     res = first_ref = ref.cold(prob.x0)
     xs, u_ref, cost_ref = [prob.x0], [], []
     for _ in range(steps):
-        xs.append(np.array(plant(xs[-1], res.u0, model.p0, 0.0, DT)).ravel())
+        xs.append(plant(xs[-1], res.u0))
         res = ref.warm(xs[-1])
         u_ref.append(res.u0)
         cost_ref.append(res.cost)
@@ -201,15 +227,14 @@ def print_tables(N: int, recs: dict[str, Record], log) -> None:
         "solution); max|du0| [N] and cost dev (relative): against shooting's solve at the same plant state")
 
 
-def shooting_variants(N: int, reps: int, log) -> dict[str, tuple[float, float, bool]]:
+def shooting_variants(model: shooting.Model, N: int, reps: int, log) -> dict[str, tuple[float, float, bool]]:
     """Cold and warm times of shooting under options that could close the gap to acados (information only).
 
     Returns {variant: (median cold solve s, cost, same optimum and converged)}.
     """
     out: dict[str, tuple[float, float, bool]] = {}
-    model = shooting.load_model("cartpole")
-    prob = Problem(model, N, DT, Q, R, Q_TERMINAL, model.x0.copy())
-    plant = shooting.build_integrator(model, "rk4", 10, "none")
+    prob = problem_of(model, N)
+    plant = plant_of(prob)
     variants = {
         "default": ShootingPeer(prob),
         "gauss-newton": ShootingPeer(prob, hessian="gauss-newton"),
@@ -234,7 +259,7 @@ def shooting_variants(N: int, reps: int, log) -> dict[str, tuple[float, float, b
                 c = p.cold(prob.x0)
                 cold.append(c)
                 if hasattr(p, "warm"):
-                    x1 = np.array(plant(prob.x0, c.u0, model.p0, 0.0, DT)).ravel()
+                    x1 = plant(prob.x0, c.u0)
                     warm.append(p.warm(x1))
         except Exception as e:  # noqa: BLE001 - e.g. no C compiler for jit, fatrop's structure detection
             log(f"  {name:<18}skipped: {type(e).__name__}: {str(e).strip().splitlines()[-1][:100]}")
@@ -262,11 +287,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="N = 20, 2 repetitions, main peers only (smoke test)")
     ap.add_argument("--reps", type=int, help="repetitions (default 2 quick, 5 full)")
     ap.add_argument("--steps", type=int, help="closed-loop warm steps per repetition (default 3 quick, 20 full)")
+    add_models_option(ap, default="cartpole")
     args = ap.parse_args(argv)
     reps = args.reps or (2 if args.quick else 5)
     steps = args.steps or (3 if args.quick else 20)
     horizons = [20] if args.quick else [40, 20]
-    variants = not args.quick
 
     def log(s: str = "") -> None:
         print(s, flush=True)
@@ -288,6 +313,14 @@ def main(argv: list[str] | None = None) -> int:
     if not all(st.values()):
         log(f"  missing peers are skipped; install them with: {peers_mod.INSTALL_HINT}")
 
+    for model in selected_models(ap, args):
+        bench_model(model, horizons, reps, steps, args.quick, log)
+    return 0
+
+
+def bench_model(model: shooting.Model, horizons: list[int], reps: int, steps: int, quick: bool, log) -> None:
+    """Run and print every table of one model, then its targets."""
+    variants = not quick
     cwd = os.getcwd()
     results: dict[int, dict[str, Record]] = {}
     t_start = time.perf_counter()
@@ -295,30 +328,32 @@ def main(argv: list[str] | None = None) -> int:
         os.chdir(tmp)  # IPOPT / do-mpc / rockit must not write into the caller's folder
         try:
             for N in horizons:
-                log(f"\n=== N = {N} ===")
-                results[N] = recs = run_horizon(N, reps, steps, variants, log)
+                log(f"\n=== {model.name}, N = {N} ===")
+                results[N] = recs = run_horizon(model, N, reps, steps, variants, log)
                 print_tables(N, recs, log)
-                if not args.quick:
+                if not quick:
                     log("")
                     for r in recs.values():
                         log(f"  {r.name:<14}{r.peer.note}")
             variant_results = {}
-            if not args.quick:
+            if not quick:
                 for N in horizons:
-                    variant_results[N] = shooting_variants(N, reps, log)
+                    variant_results[N] = shooting_variants(model, N, reps, log)
         finally:
             os.chdir(cwd)
 
     # ------------------------------------------------------------------ verdicts
-    log("\nReference (project owner, this machine): acados SQP (Gauss-Newton, HPIPM), N = 20 cold: ~2.2 ms; "
-        "RTI step ~80 us")
+    acados = model.name == "cartpole"  # the project owner's acados figures are the cart-pole's
     r20 = results[20]
     sh20 = med([c.solve for c in r20["shooting"].cold])
-    log(f"shooting N = 20 cold: {ms(sh20)} ms = {sh20 / ACADOS_COLD_N20:.1f} x acados SQP; "
-        f"warm step {ms(med([w.solve for w in r20['shooting'].warm1]))} ms = "
-        f"{med([w.solve for w in r20['shooting'].warm1]) / ACADOS_RTI:.0f} x acados RTI")
+    if acados:
+        log("\nReference (project owner, this machine): acados SQP (Gauss-Newton, HPIPM), N = 20 cold: ~2.2 ms; "
+            "RTI step ~80 us")
+        log(f"shooting N = 20 cold: {ms(sh20)} ms = {sh20 / ACADOS_COLD_N20:.1f} x acados SQP; "
+            f"warm step {ms(med([w.solve for w in r20['shooting'].warm1]))} ms = "
+            f"{med([w.solve for w in r20['shooting'].warm1]) / ACADOS_RTI:.0f} x acados RTI")
 
-    log("\nTargets:")
+    log(f"\nTargets ({model.name}):")
     for N in horizons:
         recs = results[N]
         sh = recs["shooting"]
@@ -330,16 +365,19 @@ def main(argv: list[str] | None = None) -> int:
             sh_w = med([getattr(w, metric) for w in sh.warm1 + sh.loop])
             others = {n: med([getattr(w, metric) for w in r.warm1 + r.loop]) for n, r in recs.items()
                       if n != "shooting"}
+            if not others:  # shooting alone (a DAE): nothing to compare
+                continue
             slower = [n for n, v in others.items() if not sh_w < v]
             what = "whole MPC step" if metric == "step" else "solver call only"
             fastest = min(others, key=others.get) if others else None
             log(f"  {verdict(not slower)}  N = {N}: shooting warm MPC step faster than every peer ({what}, "
                 f"closed-loop median): {ms(sh_w)} ms; fastest peer {fastest} {ms(others.get(fastest, float('nan')))} ms"
                 + (f"; not faster than: {', '.join(slower)}" if slower else ""))
-    log(f"  {verdict(sh20 <= 3 * ACADOS_COLD_N20)}  shooting N = 20 cold within 3 x 2.2 ms: {ms(sh20)} ms "
-        f"(limit {ms(3 * ACADOS_COLD_N20)} ms)")
+    if acados:
+        log(f"  {verdict(sh20 <= 3 * ACADOS_COLD_N20)}  shooting N = 20 cold within 3 x 2.2 ms: {ms(sh20)} ms "
+            f"(limit {ms(3 * ACADOS_COLD_N20)} ms)")
     ok20 = {n: v for n, v in variant_results.get(20, {}).items() if v[2]}
-    if ok20:
+    if ok20 and acados:
         n_best = min(ok20, key=lambda n: ok20[n][0])
         log(f"        (fastest shooting variant at N = 20 with the same optimum: {n_best}, {ms(ok20[n_best][0])} ms "
             f"= {ok20[n_best][0] / ACADOS_COLD_N20:.1f} x acados)")
@@ -348,8 +386,11 @@ def main(argv: list[str] | None = None) -> int:
                rs["shooting"].cold[0].cost)]
     log(f"  {verdict(not bad)}  all peers agree on the cold optimal cost to {REL_COST_TOL:g} relative"
         + (f": disagree: {', '.join(bad)}" if bad else ""))
-    log(f"\ntotal {time.perf_counter() - t_start:.1f} s; load average at end {os.getloadavg()[0]:.2f}")
-    return 0
+    peers = ", ".join(n for n in r20 if n != "shooting") or "none"
+    log(f"\n{model.name:<13} N = 20: shooting cold {ms(sh20)} ms, warm step "
+        f"{ms(med([w.solve for w in r20['shooting'].warm1]))} ms; peers {peers}"
+        f"{'; disagree: ' + ', '.join(bad) if bad else ''}; total {time.perf_counter() - t_start:.1f} s; "
+        f"load average at end {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

@@ -198,12 +198,12 @@ class _OptiShift:
         for kind, cols in (("x", X), ("u", U)):
             for k, e in enumerate(cols):
                 r, c = ca.jacobian(ca.vec(e), opti.x).sparsity().get_triplet()
-                for i, j in zip(r, c):
+                for i, j in zip(r, c, strict=True):
                     where[j] = (kind, i, k)
         g = opti.g
         jr, jc = ca.jacobian(g, opti.x).sparsity().get_triplet()
         deps: dict[int, list] = {i: [] for i in range(g.numel())}
-        for i, j in zip(jr, jc):
+        for i, j in zip(jr, jc, strict=True):
             if j in where:
                 deps[i].append(where[j])
         init = opti.initial() + opti.value_parameters()
@@ -498,6 +498,9 @@ def make_peers(prob: Problem, *, variants: bool) -> tuple[list, list[str]]:
 
     ``variants`` adds Opti/rockit with ``expand=True`` and do-mpc's collocation.
     """
+    if prob.model.nz:  # the peers here state x' = f(x, u) (`Problem.ode`): no algebraic states
+        return [ShootingPeer(prob)], [f"Opti, do-mpc, rockit: model {prob.model.name} has algebraic states, which "
+                                      f"this benchmark's peer formulations (an ODE stepped by RK4) do not state"]
     status = peer_status()
     peers: list = [ShootingPeer(prob), OptiPeer(prob)]
     if variants:
@@ -526,7 +529,7 @@ def main(argv: list[str] | None = None) -> int:
     for mod, ver in peer_status().items():
         print(f"{PEER_PACKAGES[mod]:<12} {ver or 'not installed'}")
     print(f"install the optional peers with: {INSTALL_HINT}")
-    print("run the benchmark with: python scripts/bench_mpc.py [--quick]")
+    print("run the benchmark with: python scripts/bench_mpc.py [--quick] [--models all]")
     return 0
 
 

@@ -247,3 +247,13 @@ def test_readme_layout_lists_every_module():
     actual |= {str(p.relative_to(ROOT)) for p in (ROOT / "shooting").rglob("*.py")}
     assert not actual - listed, f"modules missing from the README's layout: {sorted(actual - listed)}"
     assert not listed - actual, f"README's layout lists modules that do not exist: {sorted(listed - actual)}"
+
+
+def test_ci_runs_the_readmes_test_command():
+    """`.ci/run` runs exactly the README's command 2 (pip's -q aside), and it lints the scripts and tests too."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8").split("# 2.", 1)[1].splitlines()[1].strip()
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+          if line.startswith("python3 -m pip install")]
+    assert len(ci) == 1, ci
+    assert ci[0].replace("pip install -q ", "pip install ") == readme
+    assert "ruff check shooting models scripts tests &&" in readme and "mypy shooting &&" in readme

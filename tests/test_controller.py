@@ -124,6 +124,29 @@ def test_model_parameters_and_float_on_another_model() -> None:
     assert compare_inputs(run_f.u, us, 5) < 1e-3
 
 
+@pytest.mark.parametrize("u_ref", [[3.0], np.linspace(-2.0, 4.0, 12)[:, None]], ids=["constant", "per-stage"])
+def test_input_reference_enters_the_exported_controller_like_the_python_rti(cartpole: shooting.Model,
+                                                                          tmp_path: Path, u_ref: object) -> None:
+    """A nonzero u_ref (the gradient's -2 R u_ref term of the condensed QP) through the whole host path: the
+    controller exported, compiled and loaded by load_controller, against the Python RTI on the same OCP and
+    the same states, sample by sample to 1e-8. A wrong sign or factor on the term moves the inputs by ~1."""
+    common = dict(dt=0.05, Q=[10, 50, 1, 0.1], R=[0.5], u_min=[-20], u_max=[20])
+    ocp = shooting.MultipleShootingOCP(cartpole, 12, u_ref=u_ref, **common)
+    x0 = np.array([0.1, 0.2, 0.0, 0.0])
+    assert export_controller(ocp, tmp_path / "c", x0=x0).ok
+    ctl, rti = load_controller(tmp_path / "c"), shooting.RTIController(ocp)  # both start from IPOPT at x0
+    plant = shooting.build_integrator(cartpole, "rk4", 2, "none")
+    plain = shooting.RTIController(shooting.MultipleShootingOCP(cartpole, 12, **common))
+    x, gap = x0, 0.0
+    for k in range(15):
+        c, p, q = ctl.step(x, 0.05 * k), rti.step(x, 0.05 * k), plain.step(x, 0.05 * k)
+        assert c.success and p.success
+        np.testing.assert_allclose(c.u, p.u, atol=1e-8, err_msg=f"sample {k}")
+        gap = max(gap, float(np.abs(p.u - q.u).max()))
+        x = np.array(plant(x, c.u, [], 0.05 * k, 0.05)).ravel()
+    assert gap > 0.5  # the reference matters here: without it the inputs are elsewhere
+
+
 def test_set_reference_moves_the_target_like_the_python_ocp(cartpole: shooting.Model, tmp_path: Path) -> None:
     ocp = shooting.MultipleShootingOCP(cartpole, 10, dt=0.05, Q=[10, 50, 1, 0.1], R=[0.05])
     report = export_controller(ocp, tmp_path / "c", x0=[0.0, 0.1, 0.0, 0.0])

@@ -187,6 +187,48 @@ def test_dip_against_reduced_ode_with_scipy_radau() -> None:
         assert abs(np.log2(errs[0] / errs[1]) - p) < 0.3, (method, errs)
 
 
+def _sinh_dae(z0: float) -> shooting.Model:
+    """x1' = x2, x2' = z - x1, 0 = sinh(z) - x1 - u: z = asinh(x1 + u), strongly nonlinear in z.
+
+    Newton on sinh(z) = a from a guess far above the root gains about one unit of z per step until it is
+    close, then converges quadratically: from z0 = 4 (a = 1.3) 4 steps leave z off by 7e-2 and 8 steps
+    converge to rounding; from z0 = 7, 8 steps leave 2e-3, which the joint stage Newton of an implicit
+    tableau still removes, and 4 steps leave 2.0, which it does not.
+    """
+    x, z, u = ca.SX.sym("x", 2), ca.SX.sym("z"), ca.SX.sym("u")
+    return shooting.Model("sinh_dae", x, u, ca.vertcat(x[1], z - x[0]), z=z, alg=ca.sinh(z) - x[0] - u, z0=[z0])
+
+
+def _sinh_flow(x0: np.ndarray, u: float, T: float) -> np.ndarray:
+    """The reduced ODE x2' = asinh(x1 + u) - x1 integrated by scipy's DOP853 at rtol 1e-13."""
+    sol = solve_ivp(lambda t, y: [y[1], np.arcsinh(y[0] + u) - y[0]], (0.0, T), x0, method="DOP853", rtol=1e-13,
+                    atol=1e-14)
+    return sol.y[:, -1]
+
+
+@pytest.mark.parametrize("method, z0, dt", [("rk4", 4.0, 0.1), ("dopri5", 4.0, 0.1), ("gauss2", 7.0, 0.1),
+                                            ("radau2", 7.0, 0.1)])
+def test_a_far_guess_of_z_is_converged_before_the_first_stage(method: str, z0: float, dt: float) -> None:
+    """The first algebraic solve of a step starts from the caller's z0 (farther off than a neighbouring
+    stage's Z) and takes twice the Newton steps (explicit tableaus: the first stage; implicit ones: z at
+    x_n before the joint stage Newton). With the model's own far z0 every output must match the exact flow:
+    x_next and z against scipy at rtol 1e-13, A and B against its central differences. Without the doubling
+    the first stage's Z is off by ~1e-2 and x_next, A, B by 1e-4 to 1e-3 (the method's own error here is
+    below 4e-7)."""
+    m = _sinh_dae(z0)
+    x0, u = np.array([1.0, 0.5]), 0.3
+    r = shooting.build_integrator(m, method, 1)(x=x0, u=u, p=[], t0=0.0, dt=dt, z0=m.z0)
+    x_ref = _sinh_flow(x0, u, dt)
+    eps = 1e-4  # truncation ~eps^2 and scipy's rounding ~1e-13/eps: both near 1e-8
+    A_ref = np.column_stack([(_sinh_flow(x0 + eps * e, u, dt) - _sinh_flow(x0 - eps * e, u, dt)) / (2 * eps)
+                             for e in np.eye(2)])
+    B_ref = ((_sinh_flow(x0, u + eps, dt) - _sinh_flow(x0, u - eps, dt)) / (2 * eps))[:, None]
+    assert np.abs(np.array(r["x_next"]).ravel() - x_ref).max() < 1e-5
+    assert abs(float(r["z"]) - np.arcsinh(x_ref[0] + u)) < 1e-5
+    assert np.abs(np.array(r["A"]) - A_ref).max() < 1e-5
+    assert np.abs(np.array(r["B"]) - B_ref).max() < 1e-5
+
+
 # ------------------------------------------------------------ sensitivities
 @pytest.mark.parametrize("method, steps, unroll", [("rk4", 2, True), ("radau3", 2, True), ("gauss2", 5, False),
                                                    ("dopri5", 8, False)])

@@ -12,8 +12,7 @@ import numpy as np
 import pytest
 
 import shooting
-from shooting.codegen import qemu_mps2, toolchain, verify
-from shooting.codegen import export_integrator, generate_c
+from shooting.codegen import export_integrator, generate_c, qemu_mps2, toolchain, verify
 from shooting.codegen.pipeline import install_export
 
 CI = bool(os.environ.get("CI"))
@@ -102,7 +101,7 @@ def test_casadi_external_loads_the_host_library(tmp_path):
     assert res.ok, res.stderr
     ext = ca.external("arm", str(so))
     x, u = model.x0 + 0.1, np.array([1.0, -2.0])
-    for a, b in zip(ext(x, u, model.p0, 0.3, 0.05), F(x, u, model.p0, 0.3, 0.05)):
+    for a, b in zip(ext(x, u, model.p0, 0.3, 0.05), F(x, u, model.p0, 0.3, 0.05), strict=True):
         np.testing.assert_allclose(np.array(a), np.array(b), rtol=1e-14, atol=1e-15)
 
 

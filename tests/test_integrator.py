@@ -32,8 +32,8 @@ def _slope(hs: list[float], errs: list[float], lo: float = 1e-13, hi: float = 1e
     6e-15 on this problem, so errors above 1e-13 are measured to a few per
     cent; the finest steps are the most asymptotic.
     """
-    pts = [(h, e) for h, e in zip(hs, errs) if lo < e < hi][-3:]
-    assert len(pts) == 3, f"too few points in the asymptotic window: {list(zip(hs, errs))}"
+    pts = [(h, e) for h, e in zip(hs, errs, strict=True) if lo < e < hi][-3:]
+    assert len(pts) == 3, f"too few points in the asymptotic window: {list(zip(hs, errs, strict=True))}"
     lh, le = np.log([p[0] for p in pts]), np.log([p[1] for p in pts])
     return float(np.polyfit(lh, le, 1)[0])
 

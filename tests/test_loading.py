@@ -63,7 +63,8 @@ def test_model_names_are_sorted_builtins():
     assert shooting.loading.model_names is model_names
 
 
-@pytest.mark.parametrize("name", ["cartpole", "dip", "pendulum", "quadrotor", "stiff_chain", "two_link_arm", "vanderpol"])
+@pytest.mark.parametrize("name", ["cartpole", "dip", "pendulum", "quadrotor", "stiff_chain", "two_link_arm",
+                                  "vanderpol"])
 def test_builtin_loads_from_any_directory(name, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     model = load_model(name)

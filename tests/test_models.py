@@ -373,7 +373,7 @@ def test_quadrotor_rotor_torques_match_the_documented_x_layout():
     rng = np.random.default_rng(7)
     for _ in range(20):
         T = rng.uniform(0, 2.5, 4)
-        tau = sum(np.cross(r, [0, 0, Ti]) for r, Ti in zip(positions, T)) + [0, 0, prm.kappa * spin @ T]
+        tau = sum(np.cross(r, [0, 0, Ti]) for r, Ti in zip(positions, T, strict=True)) + [0, 0, prm.kappa * spin @ T]
         dx = xdot(model, quad_state(), T)
         np.testing.assert_allclose(J @ dx[10:13], tau, rtol=1e-12, atol=1e-14)
 

@@ -260,6 +260,6 @@ def test_random_rational_order_2_tableaus(s, data):
     tab = ButcherTableau(A, b)
     assert tab.verified_order() >= 2
     # Independent check of order 3 with the two textbook conditions.
-    bc2 = sum(bi * ci * ci for bi, ci in zip(b, c))
+    bc2 = sum(bi * ci * ci for bi, ci in zip(b, c, strict=True))
     bAc = sum(b[i] * sum(A[i][j] * c[j] for j in range(s)) for i in range(s))
     assert (tab.verified_order() >= 3) == (bc2 == F(1, 3) and bAc == F(1, 6))

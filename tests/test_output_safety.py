@@ -22,10 +22,14 @@ def _export(tmp: Path, model: str = "pendulum", name: str = "step", **kw):
     return export_integrator(F, tmp, **kw)
 
 
-def _consistent(directory: Path) -> None:
-    """The manifest names exactly the files present, and describes the C beside it."""
+def _consistent(directory: Path, *, installing: bool = False) -> None:
+    """The manifest names exactly the files present, and describes the C beside it.
+
+    `installing`: during an install, besides our journal and staging directory.
+    """
     manifest = json.loads((directory / "manifest.json").read_text())
-    present = {p.name for p in directory.iterdir()}
+    present = {p.name for p in directory.iterdir()
+               if not (installing and (p.name == _files.JOURNAL or p.name.startswith(_files.STAGE_PREFIX)))}
     assert present == set(manifest["files"]), (present, manifest["files"])
     nx = manifest["model"]["nx"]
     header = (directory / f"{manifest['name']}.h").read_text()
@@ -101,6 +105,69 @@ def test_interrupt_between_moves_still_installs_the_whole_set(tmp_path, monkeypa
     _consistent(out)
     assert json.loads((out / "manifest.json").read_text())["model"]["name"] == "cartpole"
     assert not any(p.name.startswith(".shooting") for p in out.iterdir())
+
+
+def _watch_renames(out: Path, check, monkeypatch) -> list[str]:
+    """Record every rename of one of our files into `out` and call ``check()`` after each (transient entries,
+    the journal and staging directories, are not files of the set)."""
+    real_replace, moved = os.replace, []
+
+    def watched(src, dst):
+        real_replace(src, dst)
+        dst = Path(dst)
+        if dst.parent == out and dst.name != _files.JOURNAL and not dst.name.startswith(_files.STAGE_PREFIX):
+            moved.append(dst.name)
+            check(moved)
+
+    monkeypatch.setattr(_files.os, "replace", watched)
+    return moved
+
+
+@pytest.mark.parametrize("names", [["a.txt", "record.json", "zzz.txt"], ["record.json", "s.c", "s.h", "x.bin"],
+                                   ["Makefile", "b.json", "record.json"]])
+def test_the_record_is_installed_after_every_file_it_lists(tmp_path, monkeypatch, names):
+    """Into an existing directory of ours the files are renamed one by one: the record must come last (a
+    reader who sees the new record finds every file it lists, new), whatever the names' sorted order."""
+    out = tmp_path / "out"
+
+    def writer(tag: str):
+        def write(stage: Path) -> None:
+            for name in names:
+                if name != "record.json":
+                    (stage / name).write_text(f"{tag}\n")
+            (stage / "record.json").write_text(json.dumps({"generator": _files.GENERATOR, "files": names,
+                                                           "tag": tag}))
+        return write
+
+    def record_implies_its_files(moved: list[str]) -> None:
+        if json.loads((out / "record.json").read_text())["tag"] == "new":
+            for name in names:
+                assert (out / name).exists(), f"the record appeared before {name}: renames {moved}"
+                if name != "record.json":
+                    assert (out / name).read_text() == "new\n", f"the record appeared before {name}: {moved}"
+
+    _files.install_directory(out, writer("old"), names, "record.json")
+    moved = _watch_renames(out, record_implies_its_files, monkeypatch)
+    _files.install_directory(out, writer("new"), names, "record.json")
+    monkeypatch.undo()
+    assert sorted(moved) == sorted(names) and moved[-1] == "record.json", moved
+
+
+def test_a_reexport_installs_its_manifest_last(tmp_path, monkeypatch):
+    """The same through the integrator export (step.c, step.h, manifest.json: the manifest sorts first)."""
+    out = tmp_path / "out"
+    assert _export(out).ok  # pendulum
+
+    def manifest_implies_its_files(moved: list[str]) -> None:
+        if json.loads((out / "manifest.json").read_text())["model"]["name"] == "cartpole":
+            _consistent(out, installing=True)  # the new manifest is in place: so is all it lists, the new header
+
+    moved = _watch_renames(out, manifest_implies_its_files, monkeypatch)
+    assert _export(out, model="cartpole").ok
+    monkeypatch.undo()
+    listed = json.loads((out / "manifest.json").read_text())["files"]
+    assert moved[-1] == "manifest.json" and sorted(moved) == sorted(listed), moved
+    _consistent(out)
 
 
 def test_killed_install_is_completed_by_the_next_one(tmp_path):

@@ -35,7 +35,8 @@ def linear_systems(draw):
 
 
 @settings(max_examples=40, deadline=None)
-@given(tab=tableaus(), system=linear_systems(), steps=st.integers(1, 6), mode=st.sampled_from(["forward", "ad", "variational"]))
+@given(tab=tableaus(), system=linear_systems(), steps=st.integers(1, 6),
+       mode=st.sampled_from(["forward", "ad", "variational"]))
 def test_random_linear_system_and_tableau(tab, system, steps, mode):
     Fm, Gm = system
     # h |F| <= 0.05 and |a_ij| <= 1 with s <= 4 keep I - A kron hF invertible and well conditioned.

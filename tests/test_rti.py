@@ -60,3 +60,30 @@ def test_next_guess_is_the_last_qp_shifted(qp_solver):
     np.testing.assert_array_equal(guess.lam_a[L.x0_idx], last.lam_a[L.x0_idx])
     rti.reset()
     assert rti.guess is None
+
+
+def test_each_sample_is_prepared_once_before_it_is_measured(forced):
+    """RTI splits a sample in two: the QP is built (linearised at the shifted guess, the data one stage on,
+    t0 + dt) in the preparation phase after the previous feedback; the feedback phase only solves it. On a
+    time-varying model with constant data, K samples at t_k = t0 + k dt take K + 1 preparations (the first
+    sample's own, then one per sample, for the next one) and the QP waiting for sample k + 1 holds its
+    time. A preparation for the wrong time keeps the inputs right but makes every feedback build its QP
+    again first (2K preparations). New data at a sample (a moved reference) is the one case prepared again.
+    """
+    model = forced  # x2' = ... + u cos(w t)
+    ocp = shooting.MultipleShootingOCP(model, 10, dt=0.1, Q=[10.0, 1.0], R=[0.1])
+    rti = shooting.RTIController(ocp)
+    plant = shooting.build_integrator(model, "rk4", 4, "none")
+    x, t0, dt = model.x0.copy(), 0.3, ocp.dt
+    for k in range(8):
+        t = t0 + k * dt
+        moved = {"x_ref": [0.2, 0.0]} if k >= 4 else {}  # from sample 4 on: a new target, then constant
+        before = len(rti.preparation_times)
+        step = rti.step(x, t, **moved)
+        assert step.success
+        extra = 1 if k in (0, 4) else 0  # the first sample, and the sample whose data changed
+        assert len(rti.preparation_times) == before + 1 + extra, k
+        assert len(rti.feedback_times) == k + 1
+        waiting = ocp.layout.unpack_parameters(rti._prepared_P)["t0"]
+        assert waiting == pytest.approx(t + dt, abs=1e-12), k  # prepared for the next sample's time
+        x = np.array(plant(x, step.u, model.p0, t, dt)).ravel()

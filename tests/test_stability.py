@@ -62,8 +62,9 @@ def test_explicit_p_equals_s_gives_truncated_exponential(name):
 
 def _pade(k, j):
     """(k, j) Pade approximant of exp: numerator degree k, denominator degree j (HNW II, Thm IV.3.11)."""
-    num = [F(math.factorial(k + j - i) * math.factorial(k), math.factorial(k + j) * math.factorial(i) * math.factorial(k - i)) for i in range(k + 1)]
-    den = [(-1) ** i * F(math.factorial(k + j - i) * math.factorial(j), math.factorial(k + j) * math.factorial(i) * math.factorial(j - i)) for i in range(j + 1)]
+    fact = math.factorial
+    num = [F(fact(k + j - i) * fact(k), fact(k + j) * fact(i) * fact(k - i)) for i in range(k + 1)]
+    den = [(-1) ** i * F(fact(k + j - i) * fact(j), fact(k + j) * fact(i) * fact(j - i)) for i in range(j + 1)]
     return num, den
 
 
@@ -72,7 +73,7 @@ def test_gauss_is_diagonal_pade(s):
     P, Q = gauss_legendre(s).stability_polynomials()
     num, den = _pade(s, s)
     assert len(P) == len(num) and len(Q) == len(den)
-    assert all(abs(x - y) < F(1, 10**60) for x, y in zip(P + Q, num + den))
+    assert all(abs(x - y) < F(1, 10**60) for x, y in zip(P + Q, num + den, strict=True))
     # And R(z) - exp(z) = O(z^(2s+1)): halving z divides the error by ~2^(2s+1).
     z = np.array([0.02, 0.01])
     err = np.abs(gauss_legendre(s).stability_function(z) - np.exp(z))
@@ -87,7 +88,7 @@ def test_radau_iia_is_subdiagonal_pade(s):
     P, Q = radau_iia(s).stability_polynomials()
     num, den = _pade(s - 1, s)
     assert len(P) == len(num) and len(Q) == len(den)
-    assert all(abs(x - y) < F(1, 10**60) for x, y in zip(P + Q, num + den))
+    assert all(abs(x - y) < F(1, 10**60) for x, y in zip(P + Q, num + den, strict=True))
 
 
 @pytest.mark.parametrize(

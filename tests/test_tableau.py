@@ -63,7 +63,7 @@ def test_catalogue_orders_and_structure(name):
     assert tab.explicit is explicit and tab.implicit is not explicit
     # Consistency, exactly and in floats.
     assert sum(tab.b_exact) == 1 or abs(sum(tab.b_exact) - 1) < 1e-40
-    assert all(abs(sum(row) - ci) <= 1e-40 for row, ci in zip(tab.A_exact, tab.c_exact))
+    assert all(abs(sum(row) - ci) <= 1e-40 for row, ci in zip(tab.A_exact, tab.c_exact, strict=True))
     np.testing.assert_allclose(tab.A.sum(axis=1), tab.c, atol=1e-15)
     assert tab.b.sum() == pytest.approx(1.0, abs=1e-15)
     assert tab.A.shape == (tab.stages, tab.stages) and tab.b.shape == tab.c.shape == (tab.stages,)
@@ -77,7 +77,7 @@ def test_catalogue_orders_and_structure(name):
 @pytest.mark.parametrize("name", ["euler", "rk4", "rkf45", "dopri5", "gauss3", "radau2"])
 def test_float_arrays_are_correctly_rounded(name):
     tab = get_tableau(name)
-    for row_f, row_x in zip(tab.A, tab.A_exact):
+    for row_f, row_x in zip(tab.A, tab.A_exact, strict=True):
         assert [float(x) for x in row_x] == list(row_f)
     assert [float(x) for x in tab.b_exact] == list(tab.b)
 
@@ -109,7 +109,7 @@ def test_measured_local_error_order(name):
         if weights is None:
             continue
         errs = [np.linalg.norm(_rk_step(tab, weights, _forced_pendulum, t0, x0, h) - r)
-                for h, r in zip(hs, ref)]
+                for h, r in zip(hs, ref, strict=True)]
         slope = np.polyfit(np.log(hs), np.log(errs), 1)[0]
         assert slope > p + 1 - 0.45, (name, p, errs)
         # dopri5's 5th order weights have optimised (tiny) principal error

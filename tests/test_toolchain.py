@@ -234,7 +234,8 @@ def test_cortex_m4_stack_with_call_graph(m4: None, tmp_path: Path) -> None:
 
 
 def test_cortex_m4_dynamic_stack_is_reported(m4: None, tmp_path: Path) -> None:
-    src = write(tmp_path, "vla.c", "float f(int n) { float a[n]; for (int i = 0; i < n; ++i) a[i] = (float)i; return a[n / 2]; }\n")
+    src = write(tmp_path, "vla.c",
+                "float f(int n) { float a[n]; for (int i = 0; i < n; ++i) a[i] = (float)i; return a[n / 2]; }\n")
     result, size = compile_cortex_m4(src, tmp_path / "vla.o")
     assert result.ok and size is not None
     assert size.dynamic_stack == ("f",)
@@ -293,7 +294,8 @@ def test_qemu_multiple_sources_include_dirs_and_workdir(qemu: None, tmp_path: Pa
     ids=["divide-by-zero", "bad-address"],
 )
 def test_qemu_fault_exits_nonzero(qemu: None, tmp_path: Path, body: str) -> None:
-    src = write(tmp_path, "crash.c", "#include <stdio.h>\nint main(void) {\n    puts(\"start\");\n    " + body + "\n}\n")
+    src = write(tmp_path, "crash.c",
+                "#include <stdio.h>\nint main(void) {\n    puts(\"start\");\n    " + body + "\n}\n")
     result = run_on_cortex_m4([src], timeout=10.0)
     assert result.stdout == "start\n"
     assert result.exit_code == FAULT_EXIT_CODE and result.faulted
