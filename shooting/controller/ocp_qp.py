@@ -43,18 +43,26 @@ FloatArray = npt.NDArray[np.float64]
 #: Return codes of the solver, as in the C.
 OCP_QP_STATUS = {0: "optimal", 1: "iteration limit", 3: "not convex (Riccati pivot)", 4: "non-finite data"}
 
-#: Stopping tolerances per real type: stationarity and equality residuals
-#: (infinity norms, in the units of the problem's gradients and constraints)
-#: and the mean complementarity lam t. Double stops near its rounding floor;
-#: float at a few hundred ulps of unit-sized data (unit roundoff 6e-8).
+#: Stopping tolerances per real type, each relative to the size of the terms
+#: its residual sums (see the C): stationarity, equalities (dynamics and
+#: rows), mean complementarity. The first two sit a little above the floor
+#: rounding leaves (measured on the cart-pole at N = 200: 1.5e-7 and 1.9e-7 in
+#: float, 1e-14 in double). Complementarity has no such floor (it falls by
+#: orders of magnitude per iteration near the end) and must go far below the
+#: unit roundoff: a slack t = mu / lam of an active bound is an error of the
+#: solution itself (float: 2e-3 of the input range left at 1e-11, 1e-6 at 1e-15).
 OCP_QP_TOLERANCES: dict[Real, dict[str, float]] = {
-    "double": {"tol_stat": 1e-10, "tol_eq": 1e-11, "tol_mu": 1e-12},
-    "float": {"tol_stat": 2e-5, "tol_eq": 2e-6, "tol_mu": 1e-7},
+    "double": {"tol_stat": 1e-10, "tol_eq": 1e-12, "tol_mu": 1e-14},
+    "float": {"tol_stat": 5e-6, "tol_eq": 2e-6, "tol_mu": 1e-15},
 }
 
 #: Fraction of the distance to the boundary a step may cover, and the
 #: smallest slack and multiplier a warm start keeps.
 STEP_FRACTION = {"double": 0.995, "float": 0.99}
+
+#: A Riccati pivot lost to the barrier terms once complementarity is below
+#: this (relative) ends the solve as converged: the precision is exhausted.
+MU_FLOOR = {"double": 1e-12, "float": 1e-7}
 WARM_PUSH = {"double": 1e-4, "float": 1e-3}
 
 
@@ -116,10 +124,12 @@ def ocp_qp_source(prefix: str, real: Real, sizes: OCPQPSizes) -> OCPQPSource:
     real = _validate.choice(real, REALS, "real")
     names = dict(p=prefix, P=prefix.upper(), R=real, N=sizes.N, NX=sizes.nx, NU=sizes.nu, NBX=sizes.nbx,
                  NG=sizes.ng, NGN=sizes.ngN)
-    work = render("ocp_qp_work.h.in", **names, NSOFT=max(sizes.nsoft, 1))
-    functions = render("ocp_qp.c.in", **names, f="f" if real == "float" else "", NU_1=max(sizes.nu, 1),
+    nxp = sizes.nx * (sizes.nx + 1) // 2
+    work = render("ocp_qp_work.h.in", **names, NSOFT=max(sizes.nsoft, 1), NXP=nxp)
+    functions = render("ocp_qp.c.in", **names, f="f" if real == "float" else "", NU_1=max(sizes.nu, 1), NXP=nxp,
                        tol_pd=literal(1e-14 if real == "double" else 1e-6, real),
-                       tau=literal(STEP_FRACTION[real], real), warm_push=literal(WARM_PUSH[real], real))
+                       tau=literal(STEP_FRACTION[real], real), warm_push=literal(WARM_PUSH[real], real),
+                       mu_floor=literal(MU_FLOOR[real], real))
     return OCPQPSource(work, functions)
 
 
