@@ -4,6 +4,7 @@ Reads mpc's problem and layout and writes C through codegen's emitter; mpc
 never imports it.
 """
 
-from shooting.controller.ocp_qp import HostOCPQP, OCPQPSizes, StageQP, StageQPResult, ocp_qp_source
+from shooting.controller.ocp_qp import HostOCPQP, ocp_qp_source
+from shooting.qp import OCPQPSizes, StageQP, StageQPResult
 
 __all__ = ["HostOCPQP", "OCPQPSizes", "StageQP", "StageQPResult", "ocp_qp_source"]

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import ctypes
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -32,29 +32,16 @@ import numpy.typing as npt
 from shooting import _validate
 from shooting.codegen.emitter import literal
 from shooting.codegen.host_library import build_shared_library, c_array, real_ctype
-from shooting.controller.templates import render
+from shooting.codegen.templates import render_from
 from shooting.options import REALS, Real
+from shooting.qp.stage_qp import OCP_QP_TOLERANCES, OCPQPSizes, StageQP, StageQPResult, blocks
 
-__all__ = ["OCP_QP_STATUS", "OCP_QP_TOLERANCES", "HostOCPQP", "OCPQPSizes", "OCPQPSource", "StageQP",
-           "StageQPResult", "ocp_qp_source"]
+__all__ = ["HostOCPQP", "OCPQPSource", "ocp_qp_source"]
 
 FloatArray = npt.NDArray[np.float64]
 
-#: Return codes of the solver, as in the C.
-OCP_QP_STATUS = {0: "optimal", 1: "iteration limit", 3: "not convex (Riccati pivot)", 4: "non-finite data"}
-
-#: Stopping tolerances per real type, each relative to the size of the terms
-#: its residual sums (see the C): stationarity, equalities (dynamics and
-#: rows), mean complementarity. The first two sit a little above the floor
-#: rounding leaves (measured on the cart-pole at N = 200: 1.5e-7 and 1.9e-7 in
-#: float, 1e-14 in double). Complementarity has no such floor (it falls by
-#: orders of magnitude per iteration near the end) and must go far below the
-#: unit roundoff: a slack t = mu / lam of an active bound is an error of the
-#: solution itself (float: 2e-3 of the input range left at 1e-11, 1e-6 at 1e-15).
-OCP_QP_TOLERANCES: dict[Real, dict[str, float]] = {
-    "double": {"tol_stat": 1e-10, "tol_eq": 1e-12, "tol_mu": 1e-14},
-    "float": {"tol_stat": 5e-6, "tol_eq": 2e-6, "tol_mu": 1e-15},
-}
+#: The package of the solver's C templates (beside its numpy twin).
+TEMPLATES = "shooting.qp.templates"
 
 #: Fraction of the distance to the boundary a step may cover, and the
 #: smallest slack and multiplier a warm start keeps.
@@ -64,38 +51,6 @@ STEP_FRACTION = {"double": 0.995, "float": 0.99}
 #: this (relative) ends the solve as converged: the precision is exhausted.
 MU_FLOOR = {"double": 1e-12, "float": 1e-7}
 WARM_PUSH = {"double": 1e-4, "float": 1e-3}
-
-
-@dataclass(frozen=True)
-class OCPQPSizes:
-    """The sizes a solver is generated for.
-
-    Attributes
-    ----------
-    N, nx, nu : int
-        Horizon, states, inputs (nu >= 1).
-    nbx : int
-        Bounded state components (the same at every stage 1..N).
-    ng, ngN : int
-        General rows per stage k < N, and at the terminal stage.
-    nsoft : int
-        Soft sides possible (state and general rows, both sides).
-    """
-
-    N: int
-    nx: int
-    nu: int
-    nbx: int = 0
-    ng: int = 0
-    ngN: int = 0
-
-    @property
-    def nsides(self) -> int:
-        return 2 * self.N * (self.nu + self.nbx + self.ng) + 2 * self.ngN
-
-    @property
-    def nsoft(self) -> int:
-        return 2 * self.N * (self.nbx + self.ng) + 2 * self.ngN
 
 
 @dataclass(frozen=True)
@@ -125,130 +80,13 @@ def ocp_qp_source(prefix: str, real: Real, sizes: OCPQPSizes) -> OCPQPSource:
     names = dict(p=prefix, P=prefix.upper(), R=real, N=sizes.N, NX=sizes.nx, NU=sizes.nu, NBX=sizes.nbx,
                  NG=sizes.ng, NGN=sizes.ngN)
     nxp = sizes.nx * (sizes.nx + 1) // 2
-    work = render("ocp_qp_work.h.in", **names, NSOFT=max(sizes.nsoft, 1), NXP=nxp)
-    functions = render("ocp_qp.c.in", **names, f="f" if real == "float" else "", NU_1=max(sizes.nu, 1), NXP=nxp,
+    work = render_from(TEMPLATES, "ocp_qp_work.h.in", **names, NSOFT=max(sizes.nsoft, 1), NXP=nxp)
+    functions = render_from(TEMPLATES, "ocp_qp.c.in", **names, f="f" if real == "float" else "",
+                            NU_1=max(sizes.nu, 1), NXP=nxp,
                        tol_pd=literal(1e-14 if real == "double" else 1e-6, real),
                        tau=literal(STEP_FRACTION[real], real), warm_push=literal(WARM_PUSH[real], real),
                        mu_floor=literal(MU_FLOOR[real], real))
     return OCPQPSource(work, functions)
-
-
-def _blocks(value: npt.ArrayLike | None, count: int, shape: tuple[int, ...], what: str) -> FloatArray:
-    """`value` as `count` blocks of `shape` (one block is repeated), float."""
-    if value is None:
-        return np.zeros((count, *shape))
-    a = np.asarray(value, dtype=float)
-    if a.ndim == 0:
-        a = np.full(shape, float(a))
-    if a.shape == shape:
-        a = np.broadcast_to(a, (count, *shape))
-    if a.shape != (count, *shape):
-        raise ValueError(f"{what} must have shape {shape} or {(count, *shape)}, got {a.shape}")
-    return np.array(a, dtype=float)
-
-
-@dataclass
-class StageQP:
-    """One stage-wise QP as numpy arrays (see the module docstring; infinite bounds are absent sides).
-
-    Parameters
-    ----------
-    A : ndarray, shape (N, nx, nx)
-    B : ndarray, shape (N, nx, nu)
-    b : ndarray, shape (N, nx)
-    Q : ndarray, shape (nx, nx) or (N, nx, nx)
-    R : ndarray, shape (nu, nu) or (N, nu, nu)
-    Q_N : ndarray, shape (nx, nx)
-    x0 : ndarray, shape (nx,)
-    S : ndarray, shape (nu, nx) or (N, nu, nx), optional
-    q : ndarray, shape (N+1, nx), optional
-    r : ndarray, shape (N, nu), optional
-    lbu, ubu : ndarray, shape (nu,) or (N, nu), optional
-    idxbx : sequence of int, optional
-        Bounded state components.
-    lbx, ubx : ndarray, shape (nbx,) or (N, nbx), optional
-        Bounds of x_1..x_N.
-    soft_bx : sequence of bool, optional
-    C, D, lg, ug : ndarrays, shapes (N, ng, nx), (N, ng, nu), (N, ng), (N, ng), optional
-    soft_g : sequence of bool, optional
-    CN, lgN, ugN : ndarrays, shapes (ngN, nx), (ngN,), (ngN,), optional
-    soft_gN : sequence of bool, optional
-    l1, l2 : float
-        Slack weights of every soft side.
-    """
-
-    A: FloatArray
-    B: FloatArray
-    b: FloatArray
-    Q: FloatArray
-    R: FloatArray
-    Q_N: FloatArray
-    x0: FloatArray
-    S: FloatArray | None = None
-    q: FloatArray | None = None
-    r: FloatArray | None = None
-    lbu: FloatArray | None = None
-    ubu: FloatArray | None = None
-    idxbx: list[int] = field(default_factory=list)
-    lbx: FloatArray | None = None
-    ubx: FloatArray | None = None
-    soft_bx: list[bool] = field(default_factory=list)
-    C: FloatArray | None = None
-    D: FloatArray | None = None
-    lg: FloatArray | None = None
-    ug: FloatArray | None = None
-    soft_g: list[bool] = field(default_factory=list)
-    CN: FloatArray | None = None
-    lgN: FloatArray | None = None
-    ugN: FloatArray | None = None
-    soft_gN: list[bool] = field(default_factory=list)
-    l1: float = 0.0
-    l2: float = 1.0
-
-    @property
-    def sizes(self) -> OCPQPSizes:
-        A = np.asarray(self.A)
-        N, nx = A.shape[0], A.shape[1]
-        nu = np.asarray(self.B).shape[2]
-        ng = 0 if self.C is None else np.asarray(self.C).shape[1]
-        ngN = 0 if self.CN is None else np.asarray(self.CN).shape[0]
-        return OCPQPSizes(N, nx, nu, len(self.idxbx), ng, ngN)
-
-
-@dataclass(frozen=True)
-class StageQPResult:
-    """One solve of `HostOCPQP`.
-
-    Attributes
-    ----------
-    x : ndarray, shape (N+1, nx)
-    u : ndarray, shape (N, nu)
-    pi : ndarray, shape (N, nx)
-        Multipliers of the dynamics (of x_{k+1} = A_k x_k + ...).
-    t, lam : ndarray, shape (nsides,)
-        Slacks and multipliers of every side (inputs', states', general rows').
-    s, lam_s : ndarray, shape (nsoft,)
-        Slack variables of the soft sides and the multipliers of s >= 0.
-    status : int
-    iterations : int
-    residuals : tuple of float
-        Stationarity, equality and complementarity at the end.
-    """
-
-    x: FloatArray
-    u: FloatArray
-    pi: FloatArray
-    t: FloatArray
-    lam: FloatArray
-    s: FloatArray
-    lam_s: FloatArray
-    status: int
-    iterations: int
-    residuals: tuple[float, float, float]
-
-    @property
-    def message(self) -> str:
-        return OCP_QP_STATUS.get(self.status, f"status {self.status}")
 
 
 class HostOCPQP:
@@ -270,7 +108,7 @@ class HostOCPQP:
         stem = f"ocp_qp_{real}_{sizes.N}_{sizes.nx}_{sizes.nu}_{sizes.nbx}_{sizes.ng}_{sizes.ngN}"
         code = ocp_qp_source("ocqp", real, sizes)
         source = folder / f"{stem}.c"
-        source.write_text(render("ocp_qp_host.c.in", work=code.work, functions=code.functions, p="ocqp",
+        source.write_text(render_from(TEMPLATES, "ocp_qp_host.c.in", work=code.work, functions=code.functions, p="ocqp",
                                  P="OCQP", R=real, N=sizes.N, NX=sizes.nx, NU=sizes.nu, NSOFT=max(sizes.nsoft, 1)))
         lib = build_shared_library([source], folder / f"{stem}.so",
                                    extra_flags=("-Wdouble-promotion",) if real == "float" else ())
@@ -297,17 +135,17 @@ class HostOCPQP:
 
         inf = np.inf
         arrays = [
-            cm(_blocks(qp.A, N, (nx, nx), "A")), cm(_blocks(qp.B, N, (nx, nu), "B")), _blocks(qp.b, N, (nx,), "b"),
-            cm(_blocks(qp.Q, N, (nx, nx), "Q")), cm(_blocks(qp.S, N, (nu, nx), "S")),
-            cm(_blocks(qp.R, N, (nu, nu), "R")), cm(np.asarray(qp.Q_N, dtype=float).reshape(nx, nx)),
-            _blocks(qp.q, N + 1, (nx,), "q"), _blocks(qp.r, N, (nu,), "r"),
-            _blocks(-inf if qp.lbu is None else qp.lbu, N, (nu,), "lbu"),
-            _blocks(inf if qp.ubu is None else qp.ubu, N, (nu,), "ubu"),
-            _blocks(-inf if qp.lbx is None else qp.lbx, N, (nbx,), "lbx"),
-            _blocks(inf if qp.ubx is None else qp.ubx, N, (nbx,), "ubx"),
-            cm(_blocks(qp.C, N, (ng, nx), "C")), cm(_blocks(qp.D, N, (ng, nu), "D")),
-            _blocks(-inf if qp.lg is None else qp.lg, N, (ng,), "lg"),
-            _blocks(inf if qp.ug is None else qp.ug, N, (ng,), "ug"),
+            cm(blocks(qp.A, N, (nx, nx), "A")), cm(blocks(qp.B, N, (nx, nu), "B")), blocks(qp.b, N, (nx,), "b"),
+            cm(blocks(qp.Q, N, (nx, nx), "Q")), cm(blocks(qp.S, N, (nu, nx), "S")),
+            cm(blocks(qp.R, N, (nu, nu), "R")), cm(np.asarray(qp.Q_N, dtype=float).reshape(nx, nx)),
+            blocks(qp.q, N + 1, (nx,), "q"), blocks(qp.r, N, (nu,), "r"),
+            blocks(-inf if qp.lbu is None else qp.lbu, N, (nu,), "lbu"),
+            blocks(inf if qp.ubu is None else qp.ubu, N, (nu,), "ubu"),
+            blocks(-inf if qp.lbx is None else qp.lbx, N, (nbx,), "lbx"),
+            blocks(inf if qp.ubx is None else qp.ubx, N, (nbx,), "ubx"),
+            cm(blocks(qp.C, N, (ng, nx), "C")), cm(blocks(qp.D, N, (ng, nu), "D")),
+            blocks(-inf if qp.lg is None else qp.lg, N, (ng,), "lg"),
+            blocks(inf if qp.ug is None else qp.ug, N, (ng,), "ug"),
             cm(np.zeros((ngN, nx)) if qp.CN is None else np.asarray(qp.CN, dtype=float).reshape(ngN, nx)),
             np.full(ngN, -inf) if qp.lgN is None else np.asarray(qp.lgN, dtype=float),
             np.full(ngN, inf) if qp.ugN is None else np.asarray(qp.ugN, dtype=float),

@@ -1,0 +1,13 @@
+"""The stage-wise QP of an optimal control problem and its interior-point Riccati solver.
+
+`StageQP` holds one problem as numpy arrays; `solve_stage_qp` is the solver
+in numpy (the Python `RTIController`'s exact QP); ``templates/`` hold the same
+method as C, which `shooting.controller` renders for the exported controller.
+The two are the same algorithm, named alike, checked against each other and
+against Clarabel by the tests. Lower than mpc and controller: both use it.
+"""
+
+from shooting.qp.ipm import solve_stage_qp
+from shooting.qp.stage_qp import OCP_QP_STATUS, OCP_QP_TOLERANCES, OCPQPSizes, StageQP, StageQPResult
+
+__all__ = ["OCP_QP_STATUS", "OCP_QP_TOLERANCES", "OCPQPSizes", "StageQP", "StageQPResult", "solve_stage_qp"]

@@ -1,0 +1,426 @@
+"""The stage-wise QP's interior-point Riccati solver in numpy: the twin of ``templates/ocp_qp.c.in``.
+
+Mehrotra's predictor-corrector interior-point method (Nocedal and Wright,
+Numerical Optimization, 2nd ed., algorithm 16.4) on every side of every row,
+each with a slack t >= 0 and a multiplier lam >= 0 (soft sides also with a
+slack variable s >= 0 carrying l1 s + l2 s^2); each Newton system, once the
+sides are eliminated, is an equality-constrained LQ problem solved by the
+square-root Riccati recursion (Frison and Diehl 2020, HPIPM; Rao, Wright and
+Rawlings 1998). The functions carry the C's names (`_stage`, `_riccati`,
+`_side_directions`, `_step_length`, `_residuals`) so that each reads against
+the other; the C is the reference of every formula's comment. This twin works
+in double precision, vectorised over the stages where the C loops.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from shooting.qp.stage_qp import OCP_QP_TOLERANCES, StageQP, StageQPResult, blocks
+
+__all__ = ["solve_stage_qp"]
+
+FloatArray = npt.NDArray[np.float64]
+
+#: As the C's double build: fraction to the boundary, pivot tolerance, the
+#: complementarity below which a lost pivot or a degrading step ends a solve.
+TAU, TOL_PD, MU_FLOOR, WARM_PUSH = 0.995, 1e-14, 1e-12, 1e-4
+
+
+@dataclass
+class _Sides:
+    """Every side with a finite bound: c_hat = sign c (x and u parts), beta = sign bound, its stage, soft or not."""
+
+    stage: npt.NDArray[np.int64]
+    cx: FloatArray
+    cu: FloatArray
+    beta: FloatArray
+    soft: npt.NDArray[np.bool_]
+    slot: npt.NDArray[np.int64]  # index in the C's side arrays
+
+
+def _sides(qp: StageQP) -> _Sides:
+    """The sides in the C's order (inputs', states', general rows', terminal rows'), infinite ones left out."""
+    z = qp.sizes
+    N, nx, nu = z.N, z.nx, z.nu
+    stage, cx, cu, beta, soft, slot = [], [], [], [], [], []
+
+    def add(k: int, c_x: FloatArray, c_u: FloatArray, lo: float, hi: float, is_soft: bool, first: int) -> None:
+        for side, bound, sign in ((0, lo, 1.0), (1, hi, -1.0)):
+            if np.isfinite(bound):
+                stage.append(k)
+                cx.append(sign * c_x)
+                cu.append(sign * c_u)
+                beta.append(sign * bound)
+                soft.append(is_soft)
+                slot.append(first + side)
+
+    lbu, ubu = blocks(-np.inf if qp.lbu is None else qp.lbu, N, (nu,), "lbu"), \
+        blocks(np.inf if qp.ubu is None else qp.ubu, N, (nu,), "ubu")
+    eye_u, eye_x = np.eye(nu), np.eye(nx)
+    for k in range(N):
+        for j in range(nu):
+            add(k, np.zeros(nx), eye_u[j], lbu[k, j], ubu[k, j], False, 2 * (nu * k + j))
+    nbx = z.nbx
+    lbx, ubx = blocks(-np.inf if qp.lbx is None else qp.lbx, N, (nbx,), "lbx"), \
+        blocks(np.inf if qp.ubx is None else qp.ubx, N, (nbx,), "ubx")
+    base = 2 * N * nu
+    for k in range(1, N + 1):
+        for j, i in enumerate(qp.idxbx):
+            add(k, eye_x[i], np.zeros(nu), lbx[k - 1, j], ubx[k - 1, j], bool(qp.soft_bx[j]) if qp.soft_bx else False,
+                base + 2 * (nbx * (k - 1) + j))
+    base += 2 * N * nbx
+    if z.ng:
+        C, D = blocks(qp.C, N, (z.ng, nx), "C"), blocks(qp.D, N, (z.ng, nu), "D")
+        lg, ug = blocks(qp.lg, N, (z.ng,), "lg"), blocks(qp.ug, N, (z.ng,), "ug")
+        for k in range(N):
+            for j in range(z.ng):
+                add(k, C[k, j], D[k, j], lg[k, j], ug[k, j], bool(qp.soft_g[j]) if qp.soft_g else False,
+                    base + 2 * (z.ng * k + j))
+    base += 2 * N * z.ng
+    if z.ngN:
+        CN = np.asarray(qp.CN, dtype=float).reshape(z.ngN, nx)
+        for j in range(z.ngN):
+            add(N, CN[j], np.zeros(nu), float(np.asarray(qp.lgN)[j]), float(np.asarray(qp.ugN)[j]),
+                bool(qp.soft_gN[j]) if qp.soft_gN else False, base + 2 * j)
+    n = len(stage)
+    return _Sides(np.asarray(stage, dtype=np.int64), np.asarray(cx, dtype=float).reshape(n, nx),
+                  np.asarray(cu, dtype=float).reshape(n, nu), np.asarray(beta, dtype=float),
+                  np.asarray(soft, dtype=bool), np.asarray(slot, dtype=np.int64))
+
+
+class _Problem:
+    """The data as per-stage arrays: cost blocks over k = 0..N (u-blocks zero at N), dynamics over k < N."""
+
+    def __init__(self, qp: StageQP) -> None:
+        z = qp.sizes
+        N, nx, nu = z.N, z.nx, z.nu
+        self.N, self.nx, self.nu = N, nx, nu
+        self.A, self.B, self.b = blocks(qp.A, N, (nx, nx), "A"), blocks(qp.B, N, (nx, nu), "B"), \
+            blocks(qp.b, N, (nx,), "b")
+        self.Hxx = np.concatenate([blocks(qp.Q, N, (nx, nx), "Q"), np.asarray(qp.Q_N, dtype=float)[None]])
+        self.Hux = np.concatenate([blocks(qp.S, N, (nu, nx), "S"), np.zeros((1, nu, nx))])
+        self.Huu = np.concatenate([blocks(qp.R, N, (nu, nu), "R"), np.zeros((1, nu, nu))])
+        self.q, self.r = blocks(qp.q, N + 1, (nx,), "q"), np.concatenate([blocks(qp.r, N, (nu,), "r"),
+                                                                         np.zeros((1, nu))])
+        self.x0 = np.asarray(qp.x0, dtype=float).reshape(nx)
+        self.l1, self.l2 = float(qp.l1), float(qp.l2)
+        self.sides = _sides(qp)
+        self.nsides = z.nsides
+
+
+@dataclass
+class _Iterate:
+    x: FloatArray  # (N+1, nx)
+    u: FloatArray  # (N+1, nu): row N is zero (no input at the terminal stage)
+    pi: FloatArray  # (N, nx)
+    t: FloatArray  # per side
+    lam: FloatArray
+    s: FloatArray  # per side (used on soft sides only)
+    lam_s: FloatArray
+
+
+def _row_values(P: _Problem, x: FloatArray, u: FloatArray) -> FloatArray:
+    """c_hat'z of every side."""
+    S = P.sides
+    return np.einsum("ij,ij->i", S.cx, x[S.stage]) + np.einsum("ij,ij->i", S.cu, u[S.stage])
+
+
+def _cost_gradient(P: _Problem, it: _Iterate) -> tuple[FloatArray, FloatArray]:
+    gx = np.einsum("kij,kj->ki", P.Hxx, it.x) + np.einsum("kji,kj->ki", P.Hux, it.u) + P.q
+    gu = np.einsum("kij,kj->ki", P.Hux, it.x) + np.einsum("kij,kj->ki", P.Huu, it.u) + P.r
+    return gx, gu
+
+
+def _stage(P: _Problem, it: _Iterate, rc: FloatArray, rcs: FloatArray
+           ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray]:
+    """The Newton system's stage blocks with the sides eliminated (C: @{p}_stage with newton = 1)."""
+    S = P.sides
+    cz = _row_values(P, it.x, it.u)
+    rg = cz - S.beta - it.t + np.where(S.soft, it.s, 0.0)
+    dd = it.lam / it.t
+    Z = 2 * P.l2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ds = np.where(S.soft, it.lam_s / it.s, 0.0)
+        rs = Z * it.s + P.l1 - it.lam - it.lam_s
+        D = Z + dd + ds
+        rho = rs + (rc + it.lam * rg) / it.t + np.where(S.soft, rcs / it.s, 0.0)
+        weight = np.where(S.soft, dd * (Z + ds) / D, dd)
+        rhs = np.where(S.soft, (rc + it.lam * rg) / it.t - dd * rho / D, (rc + it.lam * rg) / it.t)
+    v = rhs - it.lam  # stationarity: - c_hat lam; Newton: + c_hat rhs
+    Hxx, Hux, Huu = P.Hxx.copy(), P.Hux.copy(), P.Huu.copy()
+    gx, gu = _cost_gradient(P, it)
+    np.add.at(Hxx, S.stage, weight[:, None, None] * S.cx[:, :, None] * S.cx[:, None, :])
+    np.add.at(Hux, S.stage, weight[:, None, None] * S.cu[:, :, None] * S.cx[:, None, :])
+    np.add.at(Huu, S.stage, weight[:, None, None] * S.cu[:, :, None] * S.cu[:, None, :])
+    np.add.at(gx, S.stage, v[:, None] * S.cx)
+    np.add.at(gu, S.stage, v[:, None] * S.cu)
+    return Hxx, Hux, Huu, gx, gu
+
+
+def _chol(M: FloatArray, strict: int) -> FloatArray:
+    """Lower Cholesky factor with the C's pivot rules (the first `strict` regularised, the others may vanish).
+
+    LAPACK's factor when every pivot keeps more than the tolerance of its diagonal (then the rules change
+    nothing), else the rules one pivot at a time.
+    """
+    try:
+        L = np.asarray(np.linalg.cholesky(M), dtype=float)
+        if np.all(np.diag(L) ** 2 > TOL_PD * np.diag(M)):
+            return L
+    except np.linalg.LinAlgError:
+        pass
+    n = M.shape[0]
+    L = np.tril(M).astype(float)
+    for j in range(n):
+        d, djj = L[j, j] - L[j, :j] @ L[j, :j], M[j, j]
+        if j < strict:
+            if not djj > 0:
+                raise np.linalg.LinAlgError("not positive definite")
+            d = d if d > TOL_PD * djj else TOL_PD * djj
+        elif not djj >= 0:
+            raise np.linalg.LinAlgError("not positive semi-definite")
+        elif not (d > TOL_PD * djj and d > 0):
+            L[j:, j] = 0.0
+            continue
+        L[j, j] = np.sqrt(d)
+        L[j + 1:, j] = (L[j + 1:, j] - L[j + 1:, :j] @ L[j, :j]) / L[j, j]
+    return np.asarray(L, dtype=float)
+
+
+class _Factors:
+    """What the Riccati factorisation keeps for the corrector's second solve."""
+
+    def __init__(self, N: int, nx: int, nu: int) -> None:
+        self.Lr = np.zeros((N, nu, nu))
+        self.Ls = np.zeros((N, nx, nu))
+        self.L = np.zeros((N, nx, nx))  # L_{k+1}: P_{k+1} = L L'
+        self.p = np.zeros((N, nx))  # p_{k+1} of the last solve
+
+
+def _riccati(P: _Problem, it: _Iterate, blocks_: tuple[FloatArray, ...], F: _Factors, factor: bool
+             ) -> tuple[FloatArray, FloatArray]:
+    """Square-root Riccati solve of the Newton system's LQ problem (C: @{p}_riccati)."""
+    Hxx, Hux, Huu, gx, gu = blocks_
+    N, nx, nu = P.N, P.nx, P.nu
+    e = np.einsum("kij,kj->ki", P.A, it.x[:N]) + np.einsum("kij,kj->ki", P.B, it.u[:N]) + P.b - it.x[1:]
+    Lq = _chol(Hxx[N], 0) if factor else None
+    p = gx[N].copy()
+    lu = np.zeros((N, nu))
+    for k in range(N - 1, -1, -1):
+        A, B = P.A[k], P.B[k]
+        if factor:
+            assert Lq is not None
+            F.L[k] = Lq
+            W = np.vstack([B.T @ Lq, A.T @ Lq])  # [B'; A'] L_{k+1}
+            M = W @ W.T
+            M[:nu, :nu] += Huu[k]
+            M[:nu, nu:] += Hux[k]
+            M[nu:, :nu] += Hux[k].T
+            M[nu:, nu:] += Hxx[k]
+            Lm = _chol(M, nu)
+            F.Lr[k], F.Ls[k], Lq = Lm[:nu, :nu], Lm[nu:, :nu], Lm[nu:, nu:]
+        F.p[k] = p
+        v = F.L[k] @ (F.L[k].T @ e[k]) + p
+        lu[k] = np.linalg.solve(F.Lr[k], gu[k] + B.T @ v) if nu else lu[k]
+        p = gx[k] + A.T @ v - F.Ls[k] @ lu[k]
+    dx, du = np.zeros((N + 1, nx)), np.zeros((N + 1, nu))
+    for k in range(N):
+        du[k] = -np.linalg.solve(F.Lr[k].T, F.Ls[k].T @ dx[k] + lu[k])
+        dx[k + 1] = P.A[k] @ dx[k] + P.B[k] @ du[k] + e[k]
+    return dx, du
+
+
+def _side_directions(P: _Problem, it: _Iterate, dx: FloatArray, du: FloatArray, rc: FloatArray,
+                     rcs: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+    S = P.sides
+    cz = _row_values(P, it.x, it.u)
+    cdz = _row_values(P, dx, du)
+    rg = cz - S.beta - it.t + np.where(S.soft, it.s, 0.0)
+    Z = 2 * P.l2
+    dd = it.lam / it.t
+    with np.errstate(divide="ignore", invalid="ignore"):
+        dsv = np.where(S.soft, it.lam_s / it.s, 0.0)
+        rs = Z * it.s + P.l1 - it.lam - it.lam_s
+        D = Z + dd + dsv
+        rho = rs + (rc + it.lam * rg) / it.t + np.where(S.soft, rcs / it.s, 0.0)
+        ds = np.where(S.soft, (-rho - dd * cdz) / D, 0.0)
+        dt = cdz + ds + rg
+        dlam_s = np.where(S.soft, -(rcs + it.lam_s * ds) / it.s, 0.0)
+    dlam = -(rc + it.lam * dt) / it.t
+    return dt, dlam, ds, dlam_s
+
+
+def _step_length(P: _Problem, it: _Iterate, d: tuple[FloatArray, ...], tau: float) -> tuple[float, float]:
+    dt, dlam, ds, dlam_s = d
+    soft = P.sides.soft
+
+    def limit(v: FloatArray, dv: FloatArray) -> float:
+        neg = dv < 0
+        return float(np.min(-tau * v[neg] / dv[neg], initial=1.0))
+
+    a_p = min(limit(it.t, dt), limit(it.s[soft], ds[soft]))
+    a_d = min(limit(it.lam, dlam), limit(it.lam_s[soft], dlam_s[soft]))
+    return a_p, a_d
+
+
+def _mu(P: _Problem, it: _Iterate, d: tuple[FloatArray, ...] | None = None, a_p: float = 0.0,
+        a_d: float = 0.0) -> float:
+    soft = P.sides.soft
+    n = P.sides.stage.size + int(soft.sum())
+    if n == 0:
+        return 0.0
+    zero = np.zeros_like(it.t)
+    dt, dlam, ds, dlam_s = d if d is not None else (zero, zero, zero, zero)
+    total = np.sum((it.t + a_p * dt) * (it.lam + a_d * dlam))
+    total += np.sum(((it.s + a_p * ds) * (it.lam_s + a_d * dlam_s))[soft])
+    return float(total / n)
+
+
+def _residuals(P: _Problem, it: _Iterate) -> tuple[float, float, float, float]:
+    """Relative stationarity, equality, complementarity, and the multipliers' size (C: @{p}_residuals)."""
+    S = P.sides
+    N = P.N
+    gx, gu = _cost_gradient(P, it)
+    np.add.at(gx, S.stage, -it.lam[:, None] * S.cx)
+    np.add.at(gu, S.stage, -it.lam[:, None] * S.cu)
+    ss = max(np.abs(gx).max(initial=0.0), np.abs(gu[:N]).max(initial=0.0), np.abs(it.pi).max(initial=0.0))
+    Api = np.einsum("kji,kj->ki", P.A, it.pi)
+    Bpi = np.einsum("kji,kj->ki", P.B, it.pi)
+    ss = max(ss, np.abs(Bpi).max(initial=0.0))
+    gx[:N] += Api
+    rs = max(np.abs(gu[:N] + Bpi).max(initial=0.0), np.abs(gx[1:] - it.pi).max(initial=0.0))
+    Ax = np.einsum("kij,kj->ki", P.A, it.x[:N])
+    Bu = np.einsum("kij,kj->ki", P.B, it.u[:N])
+    re = np.abs(Ax + Bu + P.b - it.x[1:]).max(initial=0.0)
+    se = max(np.abs(Ax).max(initial=0.0), np.abs(Bu).max(initial=0.0), np.abs(P.b).max(initial=0.0),
+             np.abs(it.x[1:]).max(initial=0.0))
+    cz = _row_values(P, it.x, it.u)
+    rg = cz - S.beta - it.t + np.where(S.soft, it.s, 0.0)
+    re = max(re, np.abs(rg).max(initial=0.0))
+    se = max(se, np.abs(cz).max(initial=0.0), np.abs(S.beta).max(initial=0.0))
+    ss = max(ss, it.lam.max(initial=0.0))
+    if S.soft.any():
+        grad_s = 2 * P.l2 * it.s[S.soft] + P.l1
+        rs = max(rs, np.abs(grad_s - it.lam[S.soft] - it.lam_s[S.soft]).max())
+        ss = max(ss, np.abs(grad_s).max(), it.lam_s[S.soft].max())
+    scale = 1 + ss
+    return rs / scale, re / (1 + se), _mu(P, it) / scale, scale
+
+
+def _start(P: _Problem, x: FloatArray, u: FloatArray) -> _Iterate:
+    """Cold start of the slacks and multipliers from a primal guess (C: @{p}_start)."""
+    S = P.sides
+    x = x.copy()
+    x[0] = P.x0
+    it = _Iterate(x, u, np.zeros((P.N, P.nx)), np.ones(S.stage.size), np.ones(S.stage.size),
+                  np.ones(S.stage.size), np.ones(S.stage.size))
+    gap = _row_values(P, x, u) - S.beta
+    it.s = np.where(S.soft, np.maximum(-gap, 0.0) + 1.0, 1.0)
+    it.t = np.where(S.soft, gap + it.s, np.maximum(gap, 1.0))
+    return it
+
+
+def solve_stage_qp(qp: StageQP, *, x_guess: npt.ArrayLike | None = None, u_guess: npt.ArrayLike | None = None,
+                   max_iter: int = 100, tolerances: dict[str, float] | None = None) -> StageQPResult:
+    """Solve a `StageQP` by the interior-point Riccati method, in numpy (double precision).
+
+    Parameters
+    ----------
+    qp : StageQP
+    x_guess : array_like, shape (N+1, nx), optional
+        Primal guess (default: x0 at every stage); x_0 is replaced by ``qp.x0``.
+    u_guess : array_like, shape (N, nu), optional
+        Default zeros.
+    max_iter : int
+    tolerances : dict, optional
+        ``tol_stat``, ``tol_eq``, ``tol_mu`` (relative; default `OCP_QP_TOLERANCES["double"]`).
+
+    Returns
+    -------
+    StageQPResult
+        ``t``, ``lam``, ``s``, ``lam_s`` in the C's side layout (zero where a bound is infinite).
+    """
+    P = _Problem(qp)
+    N, nx, nu = P.N, P.nx, P.nu
+    tol = {**OCP_QP_TOLERANCES["double"], **(tolerances or {})}
+    x = np.tile(P.x0, (N + 1, 1)) if x_guess is None else np.array(x_guess, dtype=float).reshape(N + 1, nx)
+    u = np.zeros((N + 1, nu))
+    if u_guess is not None:
+        u[:N] = np.asarray(u_guess, dtype=float).reshape(N, nu)
+    it = _start(P, x, u)
+    F = _Factors(N, nx, nu)
+    status, iterations, prev = 1, 0, (0.0, 0.0, 0.0)
+    step: tuple[float, float, tuple[FloatArray, ...], FloatArray, FloatArray] | None = None
+    for i in range(max_iter + 1):
+        stat, eq, mu, scale = _residuals(P, it)
+        if i and step is not None and (stat > 10 * prev[0] or eq > 10 * prev[1]) and \
+                prev[0] <= 100 * tol["tol_stat"] and prev[1] <= 100 * tol["tol_eq"] and \
+                prev[2] <= 100 * tol["tol_mu"] + MU_FLOOR:
+            _update(P, it, step, undo=True)  # a step that made a converged point worse (see the C)
+            iterations -= 1
+            stat, eq, mu, scale = _residuals(P, it)
+            status = 0
+            break
+        if not np.isfinite([stat, eq, mu]).all():
+            status = 4
+            break
+        if stat <= tol["tol_stat"] and eq <= tol["tol_eq"] and mu <= tol["tol_mu"]:
+            status = 0
+            break
+        if i == max_iter:
+            break
+        prev = (stat, eq, mu)
+        rc, rcs = it.lam * it.t, it.lam_s * it.s  # predictor: sigma = 0
+        try:
+            blocks_ = _stage(P, it, rc, rcs)
+            dx, du = _riccati(P, it, blocks_, F, True)
+        except np.linalg.LinAlgError:
+            ok = stat <= 100 * tol["tol_stat"] and eq <= 100 * tol["tol_eq"] and mu <= MU_FLOOR
+            status = 0 if ok else 3
+            break
+        d = _side_directions(P, it, dx, du, rc, rcs)
+        ap, ad = _step_length(P, it, d, 1.0)
+        mu_abs = mu * scale
+        sigma = (_mu(P, it, d, ap, ad) / mu_abs) ** 3 if mu_abs > 0 else 0.0
+        rc = it.lam * it.t + d[0] * d[1] - sigma * mu_abs  # corrector with centring
+        rcs = it.lam_s * it.s + d[2] * d[3] - sigma * mu_abs
+        blocks_ = _stage(P, it, rc, rcs)
+        dx, du = _riccati(P, it, blocks_, F, False)
+        d = _side_directions(P, it, dx, du, rc, rcs)
+        ap, ad = _step_length(P, it, d, TAU)
+        step = (ap, ad, d, dx, du)
+        _update(P, it, step, undo=False, factors=F)
+        iterations = i + 1
+    return _result(P, it, status, iterations, _residuals(P, it)[:3])
+
+
+def _update(P: _Problem, it: _Iterate, step: tuple, *, undo: bool, factors: _Factors | None = None) -> None:
+    ap, ad, (dt, dlam, ds, dlam_s), dx, du = step
+    sign = -1.0 if undo else 1.0
+    if factors is not None and not undo:  # pi_k += a_d (L L' dx_{k+1} + p_{k+1} - pi_k)
+        target = np.einsum("kij,kj->ki", factors.L, np.einsum("kji,kj->ki", factors.L, dx[1:])) + factors.p
+        it.pi += ad * (target - it.pi)
+    it.x[1:] += sign * ap * dx[1:]
+    it.u += sign * ap * du
+    it.t += sign * ap * dt
+    it.lam += sign * ad * dlam
+    soft = P.sides.soft
+    it.s[soft] += sign * ap * ds[soft]
+    it.lam_s[soft] += sign * ad * dlam_s[soft]
+
+
+def _result(P: _Problem, it: _Iterate, status: int, iterations: int, residuals: tuple[float, ...]
+            ) -> StageQPResult:
+    S = P.sides
+    slots = S.slot
+    total = P.nsides
+    t, lam = np.zeros(total), np.zeros(total)
+    t[slots], lam[slots] = it.t, it.lam
+    s, lam_s = np.zeros(total), np.zeros(total)
+    s[slots[S.soft]], lam_s[slots[S.soft]] = it.s[S.soft], it.lam_s[S.soft]
+    return StageQPResult(it.x.copy(), it.u[:P.N].copy(), it.pi.copy(), t, lam, s, lam_s, status, iterations,
+                         (float(residuals[0]), float(residuals[1]), float(residuals[2])))

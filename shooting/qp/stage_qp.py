@@ -1,0 +1,189 @@
+"""The stage-wise QP of an optimal control problem, as numpy arrays: what the interior-point solver takes.
+
+    minimise   sum_{k<N} 1/2 [x_k; u_k]' [Q_k S_k'; S_k R_k] [x_k; u_k] + q_k'x_k + r_k'u_k
+               + 1/2 x_N'Q_N x_N + q_N'x_N + sum over soft sides of l1 s + l2 s^2
+    subject to x_0 = x0,  x_{k+1} = A_k x_k + B_k u_k + b_k,
+               lbu <= u_k <= ubu,  lbx - s <= x_k[idxbx] <= ubx + s (k >= 1),
+               lg - s <= C_k x_k + D_k u_k <= ug + s,  lgN - s <= CN x_N <= ugN + s,  s >= 0
+
+(s = 0 on hard sides; an infinite bound is no side). `shooting.qp.ipm` solves
+it in numpy; `templates/` hold the same method as C (`shooting.controller`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from shooting.options import Real
+
+__all__ = ["OCP_QP_STATUS", "OCP_QP_TOLERANCES", "OCPQPSizes", "StageQP", "StageQPResult", "blocks"]
+
+FloatArray = npt.NDArray[np.float64]
+
+#: Return codes of the solver, as in the C.
+OCP_QP_STATUS = {0: "optimal", 1: "iteration limit", 3: "not convex (Riccati pivot)", 4: "non-finite data"}
+
+#: Stopping tolerances per real type, each relative to the size of the terms
+#: its residual sums (see the C): stationarity, equalities (dynamics and
+#: rows), mean complementarity. The first two sit a little above the floor
+#: rounding leaves (measured on the cart-pole at N = 200: 1.5e-7 and 1.9e-7 in
+#: float, 1e-14 in double). Complementarity has no such floor (it falls by
+#: orders of magnitude per iteration near the end) and must go far below the
+#: unit roundoff: a slack t = mu / lam of an active bound is an error of the
+#: solution itself (float: 2e-3 of the input range left at 1e-11, 1e-6 at 1e-15).
+OCP_QP_TOLERANCES: dict[Real, dict[str, float]] = {
+    "double": {"tol_stat": 1e-10, "tol_eq": 1e-12, "tol_mu": 1e-14},
+    "float": {"tol_stat": 5e-6, "tol_eq": 2e-6, "tol_mu": 1e-15},
+}
+
+@dataclass(frozen=True)
+class OCPQPSizes:
+    """The sizes a solver is generated for.
+
+    Attributes
+    ----------
+    N, nx, nu : int
+        Horizon, states, inputs (nu >= 1).
+    nbx : int
+        Bounded state components (the same at every stage 1..N).
+    ng, ngN : int
+        General rows per stage k < N, and at the terminal stage.
+    nsoft : int
+        Soft sides possible (state and general rows, both sides).
+    """
+
+    N: int
+    nx: int
+    nu: int
+    nbx: int = 0
+    ng: int = 0
+    ngN: int = 0
+
+    @property
+    def nsides(self) -> int:
+        return 2 * self.N * (self.nu + self.nbx + self.ng) + 2 * self.ngN
+
+    @property
+    def nsoft(self) -> int:
+        return 2 * self.N * (self.nbx + self.ng) + 2 * self.ngN
+
+
+def blocks(value: npt.ArrayLike | None, count: int, shape: tuple[int, ...], what: str) -> FloatArray:
+    """`value` as `count` blocks of `shape` (one block is repeated), float."""
+    if value is None:
+        return np.zeros((count, *shape))
+    a = np.asarray(value, dtype=float)
+    if a.ndim == 0:
+        a = np.full(shape, float(a))
+    if a.shape == shape:
+        a = np.broadcast_to(a, (count, *shape))
+    if a.shape != (count, *shape):
+        raise ValueError(f"{what} must have shape {shape} or {(count, *shape)}, got {a.shape}")
+    return np.array(a, dtype=float)
+
+
+@dataclass
+class StageQP:
+    """One stage-wise QP as numpy arrays (see the module docstring; infinite bounds are absent sides).
+
+    Parameters
+    ----------
+    A : ndarray, shape (N, nx, nx)
+    B : ndarray, shape (N, nx, nu)
+    b : ndarray, shape (N, nx)
+    Q : ndarray, shape (nx, nx) or (N, nx, nx)
+    R : ndarray, shape (nu, nu) or (N, nu, nu)
+    Q_N : ndarray, shape (nx, nx)
+    x0 : ndarray, shape (nx,)
+    S : ndarray, shape (nu, nx) or (N, nu, nx), optional
+    q : ndarray, shape (N+1, nx), optional
+    r : ndarray, shape (N, nu), optional
+    lbu, ubu : ndarray, shape (nu,) or (N, nu), optional
+    idxbx : sequence of int, optional
+        Bounded state components.
+    lbx, ubx : ndarray, shape (nbx,) or (N, nbx), optional
+        Bounds of x_1..x_N.
+    soft_bx : sequence of bool, optional
+    C, D, lg, ug : ndarrays, shapes (N, ng, nx), (N, ng, nu), (N, ng), (N, ng), optional
+    soft_g : sequence of bool, optional
+    CN, lgN, ugN : ndarrays, shapes (ngN, nx), (ngN,), (ngN,), optional
+    soft_gN : sequence of bool, optional
+    l1, l2 : float
+        Slack weights of every soft side.
+    """
+
+    A: FloatArray
+    B: FloatArray
+    b: FloatArray
+    Q: FloatArray
+    R: FloatArray
+    Q_N: FloatArray
+    x0: FloatArray
+    S: FloatArray | None = None
+    q: FloatArray | None = None
+    r: FloatArray | None = None
+    lbu: FloatArray | None = None
+    ubu: FloatArray | None = None
+    idxbx: list[int] = field(default_factory=list)
+    lbx: FloatArray | None = None
+    ubx: FloatArray | None = None
+    soft_bx: list[bool] = field(default_factory=list)
+    C: FloatArray | None = None
+    D: FloatArray | None = None
+    lg: FloatArray | None = None
+    ug: FloatArray | None = None
+    soft_g: list[bool] = field(default_factory=list)
+    CN: FloatArray | None = None
+    lgN: FloatArray | None = None
+    ugN: FloatArray | None = None
+    soft_gN: list[bool] = field(default_factory=list)
+    l1: float = 0.0
+    l2: float = 1.0
+
+    @property
+    def sizes(self) -> OCPQPSizes:
+        A = np.asarray(self.A)
+        N, nx = A.shape[0], A.shape[1]
+        nu = np.asarray(self.B).shape[2]
+        ng = 0 if self.C is None else np.asarray(self.C).shape[1]
+        ngN = 0 if self.CN is None else np.asarray(self.CN).shape[0]
+        return OCPQPSizes(N, nx, nu, len(self.idxbx), ng, ngN)
+
+
+@dataclass(frozen=True)
+class StageQPResult:
+    """One solve of `HostOCPQP`.
+
+    Attributes
+    ----------
+    x : ndarray, shape (N+1, nx)
+    u : ndarray, shape (N, nu)
+    pi : ndarray, shape (N, nx)
+        Multipliers of the dynamics (of x_{k+1} = A_k x_k + ...).
+    t, lam : ndarray, shape (nsides,)
+        Slacks and multipliers of every side (inputs', states', general rows').
+    s, lam_s : ndarray, shape (nsoft,)
+        Slack variables of the soft sides and the multipliers of s >= 0.
+    status : int
+    iterations : int
+    residuals : tuple of float
+        Stationarity, equality and complementarity at the end.
+    """
+
+    x: FloatArray
+    u: FloatArray
+    pi: FloatArray
+    t: FloatArray
+    lam: FloatArray
+    s: FloatArray
+    lam_s: FloatArray
+    status: int
+    iterations: int
+    residuals: tuple[float, float, float]
+
+    @property
+    def message(self) -> str:
+        return OCP_QP_STATUS.get(self.status, f"status {self.status}")

@@ -1,0 +1,1 @@
+"""C templates of the stage-wise QP solver (data files; `shooting.controller.ocp_qp` renders them)."""
