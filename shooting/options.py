@@ -53,8 +53,10 @@ HESSIANS: tuple[Hessian, ...] = get_args(Hessian)
 NLPSolver = Literal["ipopt", "fatrop"]
 NLP_SOLVERS: tuple[NLPSolver, ...] = get_args(NLPSolver)
 
-#: Sparse QP solvers of `RTIController` (CasADi plugins).
-QPSolver = Literal["qrqp", "osqp"]
+#: QP solvers of `RTIController`: the stage-wise interior-point Riccati
+#: solver of `shooting.qp` (the C controller's method), or a sparse solver
+#: shipped with CasADi.
+QPSolver = Literal["riccati-ipm", "qrqp", "osqp"]
 QP_SOLVERS: tuple[QPSolver, ...] = get_args(QPSolver)
 
 #: QP solvers of the generated C controller (`shooting.codegen.export_controller`).

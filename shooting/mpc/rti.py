@@ -37,7 +37,9 @@ from shooting.integrate.integrator import HOST_UNROLL_STEPS, build_integrator
 from shooting.mpc.controllers import ControlStep
 from shooting.mpc.layout import ShootingLayout
 from shooting.mpc.ocp import MultipleShootingOCP
+from shooting.mpc.rti_stage import StageQPBuilder
 from shooting.options import QP_SOLVERS, QPSolver
+from shooting.qp import StageQP, solve_stage_qp
 
 __all__ = ["QPPoint", "RTIController"]
 
@@ -80,8 +82,11 @@ class RTIController:
         costs (``stage_cost``, ``terminal_cost``: their exact Hessian at the
         linearisation point enters the QP) are taken from it; path and
         terminal constraints are refused.
-    qp_solver : {"qrqp", "osqp"}, default "qrqp"
-        A sparse QP solver shipped with CasADi.
+    qp_solver : {"riccati-ipm", "qrqp", "osqp"}, default "riccati-ipm"
+        "riccati-ipm": the QP kept in stages and solved exactly by the
+        interior-point Riccati method of `shooting.qp` (the exported C
+        controller's method; converged to rounding in double). "qrqp",
+        "osqp": the whole sparse QP by a solver shipped with CasADi.
     initialize_with_ipopt : bool, default True
         Start from a converged IPOPT solution at the first state (a cold
         RTI from a poor guess would need several samples to converge).
@@ -99,7 +104,7 @@ class RTIController:
         Where the next sample starts: `last_qp` shifted one stage.
     """
 
-    def __init__(self, ocp: MultipleShootingOCP, *, qp_solver: QPSolver = "qrqp",
+    def __init__(self, ocp: MultipleShootingOCP, *, qp_solver: QPSolver = "riccati-ipm",
                  initialize_with_ipopt: bool = True) -> None:
         if not isinstance(ocp, MultipleShootingOCP):
             raise ValueError(f"ocp must be a MultipleShootingOCP, got {type(ocp).__name__}")
@@ -114,7 +119,10 @@ class RTIController:
         self.initialize_with_ipopt = _validate.flag(initialize_with_ipopt, "initialize_with_ipopt")
         self.feedback_times: list[float] = []
         self.preparation_times: list[float] = []
-        self._build(qp_solver)
+        self.qp_solver = qp_solver
+        self._stages = StageQPBuilder(ocp) if qp_solver == "riccati-ipm" else None
+        if self._stages is None:
+            self._build(qp_solver)
         self.reset()
 
     def _build(self, qp_solver: QPSolver) -> None:
@@ -236,7 +244,7 @@ class RTIController:
         """
         self._guess: QPPoint | None = None
         self.last_qp: QPPoint | None = None
-        self._prepared: tuple[Any, npt.NDArray[np.float64], npt.NDArray[np.float64], Any] | None = None
+        self._prepared: StageQP | tuple[Any, npt.NDArray[np.float64], npt.NDArray[np.float64], Any] | None = None
         self._prepared_P: npt.NDArray[np.float64] | None = None
         self.u_last = np.zeros(self.ocp.nu)
         self.feedback_times.clear()
@@ -251,8 +259,15 @@ class RTIController:
         t_start = time.perf_counter()
         if P is None:
             P = self.ocp.parameters(np.zeros(self.ocp.nx), t0=t, u_prev=self.u_last)
-        A, b, g, H = self._data(self._guess.w, P)
-        self._prepared = (A, np.array(b).ravel(), np.array(g).ravel(), H)
+        if self._stages is not None:
+            L = self.ocp.layout
+            xb, ub = L.unpack_w(self._guess.w)
+            d = L.unpack_parameters(np.asarray(P, dtype=float))
+            self._prepared = self._stages.build(xb, ub, d["x_ref"], d["u_ref"], d["p"], float(d["t0"]),
+                                                d["u_prev"])
+        else:
+            A, b, g, H = self._data(self._guess.w, P)
+            self._prepared = (A, np.array(b).ravel(), np.array(g).ravel(), H)
         self._prepared_P = np.array(P, dtype=float)
         elapsed = time.perf_counter() - t_start
         self.preparation_times.append(elapsed)
@@ -302,13 +317,34 @@ class RTIController:
             # Data other than the preparation assumed (the relative tolerance
             # forgives t0 = k dt computed as (k-1) dt + dt): a new QP.
             prepare += self._prepare(t, P)
-        assert self._prepared is not None
-        A, b, g, H = self._prepared
+        assert self._prepared is not None and self._guess is not None
+        t_start = time.perf_counter()
+        if isinstance(self._prepared, StageQP):
+            w, lam_a, lam_x, success, status, iterations = self._feedback_stages(xv, P, self._prepared)
+        else:
+            w, lam_a, lam_x, success, status, iterations = self._feedback_sparse(xv, self._prepared)
+        feedback = time.perf_counter() - t_start
+        self.feedback_times.append(feedback)
+        u = np.clip(w[L.u_idx[0]], ocp.u_min, ocp.u_max)
+        self.u_last = u.copy()
+        # Shift primal and dual values one stage: the next linearisation point
+        # and multiplier guess (the QP's rows are the OCP's initial-state and
+        # dynamics rows, laid out as in g); the data shift with them.
+        self.last_qp = QPPoint(w, lam_a, lam_x)
+        self._guess = self.last_qp.shifted(L)
+        prepare += self._prepare(t + self.dt, L.shift_parameters(P, self.dt, u))
+        return ControlStep(u=u, solve_time=feedback + prepare, success=success, status=status,
+                           iterations=iterations)
+
+    def _feedback_sparse(self, x: npt.NDArray[np.float64], prepared: tuple[Any, ...]
+                         ) -> tuple[npt.NDArray[np.float64], Any, Any, bool, str, int]:
+        """The whole sparse QP by CasADi's conic solver (qrqp, osqp)."""
+        ocp, L = self.ocp, self.ocp.layout
+        A, b, g, H = prepared
         lba, uba = self._lba.copy(), self._uba.copy()
         lba[self._equality] = uba[self._equality] = b[self._equality]
-        lba[L.x0_idx] = xv
-        uba[L.x0_idx] = xv
-        t_start = time.perf_counter()
+        lba[L.x0_idx] = x
+        uba[L.x0_idx] = x
         guess = self._guess
         assert guess is not None
         args: dict[str, Any] = dict(h=H, g=g, a=A, lba=lba, uba=uba, lbx=ocp.lbx, ubx=ocp.ubx, x0=guess.w)
@@ -316,21 +352,28 @@ class RTIController:
             args.update(lam_a0=guess.lam_a, lam_x0=guess.lam_x)
         with solver_call(capture=False):  # (a capture would cost ~20 us per sample)
             res = self._qp(**args)
-        feedback = time.perf_counter() - t_start
-        self.feedback_times.append(feedback)
         stats = self._qp.stats()
-        w = np.array(res["x"]).ravel()
-        u = np.clip(w[L.u_idx[0]], ocp.u_min, ocp.u_max)
-        self.u_last = u.copy()
-        # Shift primal and dual values one stage: the next linearisation point
-        # and multiplier guess (the QP's rows are the OCP's initial-state and
-        # dynamics rows, laid out as in g); the data shift with them.
-        self.last_qp = QPPoint(w, np.array(res["lam_a"]).ravel(), np.array(res["lam_x"]).ravel())
-        self._guess = self.last_qp.shifted(L)
-        prepare += self._prepare(t + self.dt, L.shift_parameters(P, self.dt, u))
-        return ControlStep(u=u, solve_time=feedback + prepare,
-                           success=bool(stats.get("success", True)), status=str(stats.get("return_status", "")),
-                           iterations=int(stats.get("iter_count", 0)))
+        return (np.array(res["x"]).ravel(), np.array(res["lam_a"]).ravel(), np.array(res["lam_x"]).ravel(),
+                bool(stats.get("success", True)), str(stats.get("return_status", "")),
+                int(stats.get("iter_count", 0)))
+
+    def _feedback_stages(self, x: npt.NDArray[np.float64], P: npt.NDArray[np.float64], qp: StageQP
+                         ) -> tuple[npt.NDArray[np.float64], None, None, bool, str, int]:
+        """The stage-wise QP by the interior-point Riccati solver, from the guess."""
+        assert self._stages is not None and self._guess is not None
+        L = self.ocp.layout
+        u_prev = L.unpack_parameters(P)["u_prev"]
+        xb, ub = L.unpack_w(self._guess.w)
+        res = solve_stage_qp(self._stages.with_state(qp, x, u_prev), x_guess=self._stages.guess(xb, ub, u_prev),
+                             u_guess=ub)
+        xs, us = res.x[:, :self.ocp.nx], res.u
+        s = None
+        if L.ns:  # the OCP's one slack per soft state bound: what the solution exceeds it by
+            j = self.ocp.soft_states
+            xj = xs[1:, j]
+            s = np.maximum(0.0, np.maximum(self.ocp.x_min[j] - xj, xj - self.ocp.x_max[j]))
+        w = L.pack_w(xs, us, s)
+        return w, None, None, res.status == 0, res.message, res.iterations
 
     def _initial_guess(self, x: npt.NDArray[np.float64], P: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         """The first linearisation point: IPOPT's solution for this sample's data (or the OCP's cold guess)."""

@@ -195,8 +195,9 @@ class _Factors:
     """What the Riccati factorisation keeps for the corrector's second solve."""
 
     def __init__(self, N: int, nx: int, nu: int) -> None:
-        self.Lr = np.zeros((N, nu, nu))
+        self.Lri = np.zeros((N, nu, nu))  # Lr^{-1}
         self.Ls = np.zeros((N, nx, nu))
+        self.K = np.zeros((N, nu, nx))  # -Lr^{-T} Ls'
         self.L = np.zeros((N, nx, nx))  # L_{k+1}: P_{k+1} = L L'
         self.p = np.zeros((N, nx))  # p_{k+1} of the last solve
 
@@ -207,29 +208,33 @@ def _riccati(P: _Problem, it: _Iterate, blocks_: tuple[FloatArray, ...], F: _Fac
     Hxx, Hux, Huu, gx, gu = blocks_
     N, nx, nu = P.N, P.nx, P.nu
     e = np.einsum("kij,kj->ki", P.A, it.x[:N]) + np.einsum("kij,kj->ki", P.B, it.u[:N]) + P.b - it.x[1:]
-    Lq = _chol(Hxx[N], 0) if factor else None
-    p = gx[N].copy()
-    lu = np.zeros((N, nu))
-    for k in range(N - 1, -1, -1):
-        A, B = P.A[k], P.B[k]
-        if factor:
-            assert Lq is not None
+    if factor:
+        Lq = _chol(Hxx[N], 0)
+        for k in range(N - 1, -1, -1):
             F.L[k] = Lq
-            W = np.vstack([B.T @ Lq, A.T @ Lq])  # [B'; A'] L_{k+1}
+            W = np.vstack([P.B[k].T @ Lq, P.A[k].T @ Lq])  # [B'; A'] L_{k+1}
             M = W @ W.T
             M[:nu, :nu] += Huu[k]
             M[:nu, nu:] += Hux[k]
             M[nu:, :nu] += Hux[k].T
             M[nu:, nu:] += Hxx[k]
             Lm = _chol(M, nu)
-            F.Lr[k], F.Ls[k], Lq = Lm[:nu, :nu], Lm[nu:, :nu], Lm[nu:, nu:]
+            F.Lri[k] = np.linalg.inv(Lm[:nu, :nu])
+            F.Ls[k], Lq = Lm[nu:, :nu], Lm[nu:, nu:]
+        F.K = -np.einsum("kji,klj->kil", F.Lri, F.Ls)  # -Lr^{-T} Ls'
+    # vector part: v = P_{k+1} e + p_{k+1}; l_u = Lr^{-1} (gu + B'v); p_k = gx + A'v - Ls l_u
+    Pe = np.einsum("kij,kj->ki", F.L, np.einsum("kji,kj->ki", F.L, e))
+    p = gx[N].copy()
+    lu = np.zeros((N, nu))
+    for k in range(N - 1, -1, -1):
         F.p[k] = p
-        v = F.L[k] @ (F.L[k].T @ e[k]) + p
-        lu[k] = np.linalg.solve(F.Lr[k], gu[k] + B.T @ v) if nu else lu[k]
-        p = gx[k] + A.T @ v - F.Ls[k] @ lu[k]
+        v = Pe[k] + p
+        lu[k] = F.Lri[k] @ (gu[k] + P.B[k].T @ v)
+        p = gx[k] + P.A[k].T @ v - F.Ls[k] @ lu[k]
+    kff = -np.einsum("kji,kj->ki", F.Lri, lu)  # -Lr^{-T} l_u
     dx, du = np.zeros((N + 1, nx)), np.zeros((N + 1, nu))
     for k in range(N):
-        du[k] = -np.linalg.solve(F.Lr[k].T, F.Ls[k].T @ dx[k] + lu[k])
+        du[k] = F.K[k] @ dx[k] + kff[k]
         dx[k + 1] = P.A[k] @ dx[k] + P.B[k] @ du[k] + e[k]
     return dx, du
 

@@ -1,0 +1,171 @@
+"""The real-time iteration's QP kept in stages: the `StageQP` of one sample, as the exported C builds it.
+
+Around a guess (xb, ub) the dynamics become x_{k+1} = A_k x_k + B_k u_k + b_k
+with the integrator's exact A, B and b_k = F(xb_k, ub_k) - A_k xb_k - B_k ub_k.
+The OCP's cost in the QP's form 1/2 z'Hz + g'z per stage (no factor 1/2 in the
+OCP: H = 2 Q, g = -2 Q x_ref):
+
+    stage k < N:  Hxx = 2 Q,  Huu = 2 R,  q_k = -2 Q xr_k,  r_k = -2 R ur_k
+    stage N:      Hxx = 2 Qf, q_N = -2 Qf xr_N
+
+plus, for ``stage_cost``/``terminal_cost``, their second-order expansion at
+the guess (exact Hessian and gradient: q += grad - H zb). The rate penalty
+sum_k (u_k - u_{k-1})' Rd (u_k - u_{k-1}) couples stages; the state is
+augmented with the previous input, x~_k = [x_k; u_{k-1}], so that it becomes
+a stage cost: x~_{k+1} = [A x + B u + b; u], Hxx += blkdiag(0, 2 Rd),
+Hux = [0, -2 Rd], Huu += 2 Rd, x~_0 = [x0; u_prev]. State bounds are soft
+(one slack per side, l1 s + l2 s^2) or hard; input bounds hard.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import casadi as ca
+import numpy as np
+import numpy.typing as npt
+
+from shooting.integrate.integrator import HOST_UNROLL_STEPS, build_integrator
+from shooting.mpc.ocp import MultipleShootingOCP
+from shooting.qp import StageQP
+
+__all__ = ["StageQPBuilder"]
+
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass
+class _Data:
+    """One sample's QP data except the measured state."""
+
+    qp: StageQP
+    rate: bool
+
+
+class StageQPBuilder:
+    """Builds the `StageQP` of one RTI sample of an OCP (quadratic tracking cost, bounds, extra costs).
+
+    Parameters
+    ----------
+    ocp : MultipleShootingOCP
+    """
+
+    def __init__(self, ocp: MultipleShootingOCP) -> None:
+        self.ocp = ocp
+        N, nx, nu, npar = ocp.horizon, ocp.nx, ocp.nu, ocp.np
+        F = build_integrator(ocp.model, ocp.method, ocp.steps, "forward", unroll=HOST_UNROLL_STEPS,
+                             name=f"{ocp.model.name}_rti_step")
+        Xb, Ub = ca.MX.sym("xb", nx, N), ca.MX.sym("ub", nu, N)
+        Pm, t0 = ca.MX.sym("p", npar, N), ca.MX.sym("t0")
+        # (algebraic states: Newton on g from the model's z0, as in the OCP)
+        z_guess = [ca.repmat(ca.DM(ocp.model.z0), 1, N)] if ocp.model.nz else []
+        Fn, A, B = F.map(N).call([Xb, Ub, Pm, t0 + ca.DM(np.arange(N) * ocp.dt).T, ocp.dt, *z_guess])[:3]
+        self._linearise = ca.Function("rti_linearise", [Xb, Ub, Pm, t0], [Fn, A, B], ["xb", "ub", "p", "t0"],
+                                      ["x_next", "A", "B"])
+        self._extra = self._extra_cost_functions()
+        self.rate = bool(ocp.R_delta.any())
+        self.bounded = np.flatnonzero(np.isfinite(ocp.x_min) | np.isfinite(ocp.x_max))
+
+    def _extra_cost_functions(self) -> tuple[ca.Function | None, ca.Function | None]:
+        """(stage, terminal): (x, u, p) -> (Hxx, Hux, Huu, gx, gu) and (x, p) -> (Hxx, gx) of the extra costs."""
+        ocp = self.ocp
+        cost = ocp.problem.cost
+        nx, nu, npar = ocp.nx, ocp.nu, ocp.np
+        x, u, p = ca.SX.sym("x", nx), ca.SX.sym("u", nu), ca.SX.sym("p", npar)
+        stage = terminal = None
+        if cost.stage_cost is not None:
+            c = cost.stage_cost(x, u, p)
+            H, g = ca.hessian(c, ca.vertcat(x, u))
+            stage = ca.Function("stage_cost_expansion", [x, u, p], [H[:nx, :nx], H[nx:, :nx], H[nx:, nx:],
+                                                                     g[:nx], g[nx:]],
+                                ["x", "u", "p"], ["Hxx", "Hux", "Huu", "gx", "gu"])
+        if cost.terminal_cost is not None:
+            c = cost.terminal_cost(x, p)
+            H, g = ca.hessian(c, x)
+            terminal = ca.Function("terminal_cost_expansion", [x, p], [H, g], ["x", "p"], ["Hxx", "gx"])
+        return stage, terminal
+
+    def build(self, xb: FloatArray, ub: FloatArray, x_ref: FloatArray, u_ref: FloatArray, p: FloatArray,
+              t0: float, u_prev: FloatArray) -> StageQP:
+        """The QP of one sample around the guess (xb (N+1, nx), ub (N, nu)); its x0 is set by `with_state`.
+
+        Parameters
+        ----------
+        x_ref : ndarray, shape (N+1, nx)
+        u_ref : ndarray, shape (N, nu)
+        p : ndarray, shape (N, np)
+            Model parameters per interval.
+        t0 : float
+        u_prev : ndarray, shape (nu,)
+
+        Returns
+        -------
+        StageQP
+        """
+        ocp = self.ocp
+        N, nx, nu = ocp.horizon, ocp.nx, ocp.nu
+        Fn, A, B = (np.array(v, dtype=float) for v in self._linearise(xb[:N].T, ub.T, p.T, t0))
+        A = A.reshape(nx, N, nx).transpose(1, 0, 2)
+        B = B.reshape(nx, N, nu).transpose(1, 0, 2)
+        b = Fn.T - np.einsum("kij,kj->ki", A, xb[:N]) - np.einsum("kij,kj->ki", B, ub)
+        Q2, R2, Qf2 = 2 * ocp.Q, 2 * ocp.R, 2 * ocp.Q_terminal
+        Hxx = np.concatenate([np.broadcast_to(Q2, (N, nx, nx)), Qf2[None]]).copy()
+        Hux = np.zeros((N, nu, nx))
+        Huu = np.broadcast_to(R2, (N, nu, nu)).copy()
+        q = -np.einsum("kij,kj->ki", Hxx, x_ref)
+        r = -np.einsum("ij,kj->ki", R2, u_ref)
+        stage, terminal = self._extra
+        if stage is not None:
+            # Second-order expansion at the guess: c(z) ~ c(zb) + g'(z - zb) + 1/2 (z - zb)' H (z - zb).
+            hxx, hux, huu, gx, gu = (np.array(v, dtype=float) for v in stage.map(N)(xb[:N].T, ub.T, p.T))
+            hxx = hxx.reshape(nx, N, nx).transpose(1, 0, 2)
+            hux = hux.reshape(nu, N, nx).transpose(1, 0, 2)
+            huu = huu.reshape(nu, N, nu).transpose(1, 0, 2)
+            Hxx[:N] += hxx
+            Hux += hux
+            Huu += huu
+            q[:N] += gx.T - np.einsum("kij,kj->ki", hxx, xb[:N]) - np.einsum("kji,kj->ki", hux, ub)
+            r += gu.T - np.einsum("kij,kj->ki", hux, xb[:N]) - np.einsum("kij,kj->ki", huu, ub)
+        if terminal is not None:
+            hN, gN = (np.array(v, dtype=float) for v in terminal(xb[N], p[N - 1]))
+            Hxx[N] += hN
+            q[N] += gN.ravel() - hN @ xb[N]
+        soft = bool(ocp.soft_x_bounds)
+        kw: dict[str, Any] = dict(lbu=ocp.u_min, ubu=ocp.u_max, idxbx=[int(i) for i in self.bounded],
+                  lbx=ocp.x_min[self.bounded], ubx=ocp.x_max[self.bounded], soft_bx=[soft] * self.bounded.size,
+                  l1=float(ocp.slack_l1) if soft else 0.0, l2=float(ocp.slack_l2) if soft else 1.0)
+        if not self.rate:
+            return StageQP(A=A, B=B, b=b, Q=Hxx[:N], S=Hux, R=Huu, Q_N=Hxx[N], q=q, r=r, x0=np.zeros(nx), **kw)
+        return self._augmented(A, B, b, Hxx, Hux, Huu, q, r, kw)
+
+    def _augmented(self, A: FloatArray, B: FloatArray, b: FloatArray, Hxx: FloatArray, Hux: FloatArray,
+                   Huu: FloatArray, q: FloatArray, r: FloatArray, kw: dict[str, Any]) -> StageQP:
+        """The rate penalty as a stage cost on x~ = [x; u_prev] (module docstring)."""
+        ocp = self.ocp
+        N, nx, nu = ocp.horizon, ocp.nx, ocp.nu
+        Rd2 = 2 * ocp.R_delta
+        n = nx + nu
+        Aa = np.zeros((N, n, n))
+        Aa[:, :nx, :nx] = A
+        Ba = np.concatenate([B, np.broadcast_to(np.eye(nu), (N, nu, nu))], axis=1)
+        ba = np.concatenate([b, np.zeros((N, nu))], axis=1)
+        Ha = np.zeros((N + 1, n, n))
+        Ha[:, :nx, :nx] = Hxx
+        Ha[:N, nx:, nx:] = Rd2
+        Hua = np.concatenate([Hux, np.broadcast_to(-Rd2, (N, nu, nu))], axis=2)
+        qa = np.concatenate([q, np.zeros((N + 1, nu))], axis=1)
+        return StageQP(A=Aa, B=Ba, b=ba, Q=Ha[:N], S=Hua, R=Huu + Rd2, Q_N=Ha[N], q=qa, r=r, x0=np.zeros(n),
+                       **kw)
+
+    def with_state(self, qp: StageQP, x0: FloatArray, u_prev: FloatArray) -> StageQP:
+        """`qp` for the measured state (and, with the rate penalty, the previous input)."""
+        qp.x0 = np.concatenate([x0, u_prev]) if self.rate else np.asarray(x0, dtype=float).copy()
+        return qp
+
+    def guess(self, xb: FloatArray, ub: FloatArray, u_prev: FloatArray) -> FloatArray:
+        """The QP's state guess: the trajectory's (augmented with the previous inputs under a rate penalty)."""
+        if not self.rate:
+            return xb
+        prev = np.vstack([u_prev[None], ub])
+        return np.hstack([xb, prev])
