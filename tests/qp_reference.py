@@ -9,7 +9,7 @@ import clarabel
 import numpy as np
 import scipy.sparse as sp
 
-from shooting.controller import StageQP
+from shooting.qp import StageQP
 
 
 @dataclass

@@ -21,9 +21,8 @@ ALLOWED = {
     "qp": {"foundation"},
     "integrate": {"foundation", "tableaus", "model"},
     "mpc": {"foundation", "tableaus", "model", "integrate", "qp"},
-    "codegen": {"foundation", "model", "integrate", "mpc"},
-    "controller": {"foundation", "model", "integrate", "mpc", "codegen", "qp"},
-    "cli": {"foundation", "tableaus", "model", "integrate", "mpc", "codegen", "controller"},
+    "codegen": {"foundation", "model", "integrate", "mpc", "qp"},
+    "cli": {"foundation", "tableaus", "model", "integrate", "mpc", "codegen"},
     "models": {"foundation", "model", "mpc"},
 }
 
@@ -35,7 +34,7 @@ def _layer(module: str) -> str | None:
         return "model"
     if module == "shooting.cli":
         return "cli"
-    for name in ("tableaus", "integrate", "mpc", "codegen", "controller", "qp", "models"):
+    for name in ("tableaus", "integrate", "mpc", "codegen", "qp", "models"):
         if module == f"shooting.{name}" or module.startswith(f"shooting.{name}."):
             return name
     return None  # the package root: not a layer

@@ -39,7 +39,7 @@ def render(template: str, **values: object) -> str:
 
 
 def render_from(package: str, template: str, /, **values: object) -> str:
-    """`render` for a template file of another package's folder (``shooting.controller.templates``)."""
+    """`render` for a template file of another package's folder (``shooting.qp.templates``)."""
     text = resources.files(package).joinpath(template).read_text(encoding="utf-8")
     keys = set(_PLACEHOLDER.findall(text))
     missing, unused = keys - set(values), set(values) - keys
