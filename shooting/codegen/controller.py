@@ -199,7 +199,7 @@ def export_controller(
 
     say(f"solving the OCP from x0 with IPOPT for the initial guess (N = {ocp.horizon})")
     spec = controller_spec(ocp, x0=start)
-    say(f"generating the controller C ({real}; QP: {spec.nv} variables, {spec.nr} state rows)")
+    say(f"generating the controller C ({real}; QP: {spec.nv} variables in {spec.horizon} stages)")
     export = generate_controller(spec, name, real=real, metadata=metadata)
     runs = _Runs(export, spec, start, ocp, steps, say)
     try:

@@ -4,11 +4,12 @@
 refuses what it cannot do: path or terminal constraints, extra costs, a
 singular input weight); `generate_controller` writes the files, pure text
 like `shooting.codegen.c_files.generate_c`. The controller solves exactly the
-QP of `RTIController`: the OCP's quadratic cost, the dynamics linearised with
-the integrator's exact A and B, hard input bounds, hard or soft state bounds.
-Condensed onto the inputs (the states follow from x0 and U), that QP is
-dense in N nu variables, with one row per bounded state and stage, and is
-solved by the dual active-set method of `shooting.codegen.qp`.
+QP of `RTIController` (`shooting.mpc.rti_stage` builds the same one in
+Python): the OCP's quadratic cost, the dynamics linearised with the
+integrator's exact A and B, hard input bounds, hard or soft state bounds, the
+rate penalty on a state augmented with the previous input. The QP keeps its
+stages and is solved by the interior-point Riccati method of `shooting.qp`
+(C from `shooting.codegen.ocp_qp`): time and memory linear in the horizon.
 """
 
 from __future__ import annotations
@@ -28,14 +29,15 @@ from shooting._files import GENERATOR
 from shooting._version import VERSION
 from shooting.codegen.c_files import CExport
 from shooting.codegen.emitter import CEmitter, literal
-from shooting.codegen.qp import SOFT_MODE, qp_source
+from shooting.codegen.ocp_qp import ocp_qp_source
 from shooting.codegen.templates import render
 from shooting.integrate.integrator import build_integrator
 from shooting.model import Model
 from shooting.mpc.ocp import MultipleShootingOCP
 from shooting.options import REALS, Real
+from shooting.qp import OCP_QP_TOLERANCES, OCPQPSizes
 
-__all__ = ["ControllerSpec", "controller_files", "controller_spec", "generate_controller", "max_qp_iterations"]
+__all__ = ["MAX_QP_ITERATIONS", "ControllerSpec", "controller_files", "controller_spec", "generate_controller"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -45,9 +47,15 @@ def controller_files(name: str) -> list[str]:
     return [f"{name}_mpc.c", f"{name}_mpc.h", "manifest.json", "Makefile"]
 
 
-def max_qp_iterations(nv: int, nr: int) -> int:
-    """The QP's iteration cap: every row can enter and leave the working set once and a half over."""
-    return 3 * (nv + nr) + 10
+#: The interior point's iteration cap per sample. Mehrotra's method needs
+#: 8-15 iterations from a cold start on every problem the tests run (the
+#: swing-ups at N = 20..200, random QPs with general rows); the cap is
+#: three times the worst seen, and hitting it is a reported failure.
+MAX_QP_ITERATIONS = 50
+
+#: 1: a sample's QP starts from the previous one's slacks and multipliers
+#: (shifted); 0: cold (from the primal guess).
+WARM_START = 0
 
 
 @dataclass(frozen=True, eq=False)
@@ -109,44 +117,22 @@ class ControllerSpec:
     guess_origin: str
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def working_set(self) -> list[int]:
-        """The QP rows active at the guess, as the C's working-set entries (its first warm start).
+    @property
+    def rate(self) -> bool:
+        """The rate penalty is part of the cost (the QP's state is augmented with the previous input)."""
+        return bool(self.R_delta.any())
 
-        ``2 v`` / ``2 v + 1``: upper / lower bound of input v = k nu + i; ``2 (nv + r)`` /
-        ``2 (nv + r) + 1``: upper / lower side of state row r = (k - 1) nb + s, plus the
-        soft-mode flag when the guess violates a soft bound.
-        """
-        entries = []
-        tol = 1e-7
-        nu = self.model.nu
-        for k in range(self.horizon):
-            for i in range(nu):
-                u, lo, hi = self.u_guess[k, i], self.u_min[i], self.u_max[i]
-                if np.isfinite(hi) and u >= hi - tol * (1 + abs(hi)):
-                    entries.append(2 * (k * nu + i))
-                elif np.isfinite(lo) and u <= lo + tol * (1 + abs(lo)):
-                    entries.append(2 * (k * nu + i) + 1)
-        nb = int(self.bounded.size)
-        for k in range(1, self.horizon + 1):
-            for s_, j in enumerate(self.bounded):
-                x, lo, hi = self.x_guess[k, j], self.x_min[s_], self.x_max[s_]
-                row = self.nv + (k - 1) * nb + s_
-                for side, bound, beyond in ((0, hi, x - hi), (1, lo, lo - x)):
-                    if np.isfinite(bound) and beyond >= -tol * (1 + abs(bound)):
-                        flag = SOFT_MODE if self.soft and beyond > tol * (1 + abs(bound)) else 0
-                        entries.append((2 * row + side) | flag)
-                        break
-        return entries
+    @property
+    def sizes(self) -> OCPQPSizes:
+        """The stage-wise QP's sizes (the state augmented under a rate penalty)."""
+        nx, nu = self.model.nx, self.model.nu
+        return OCPQPSizes(self.horizon, nx + (nu if self.rate else 0), nu, int(self.bounded.size))
 
     @property
     def nv(self) -> int:
-        """QP variables: N nu."""
-        return self.horizon * self.model.nu
-
-    @property
-    def nr(self) -> int:
-        """QP rows: one per bounded state and stage 1..N."""
-        return self.horizon * int(self.bounded.size)
+        """QP variables: N (nx~ + nu) + nx~ (x_0 is fixed by the measured state)."""
+        z = self.sizes
+        return z.N * (z.nx + z.nu)
 
 
 def controller_spec(ocp: MultipleShootingOCP, *, x0: object = None, guess: tuple[object, object] | None = None
@@ -190,9 +176,11 @@ def controller_spec(ocp: MultipleShootingOCP, *, x0: object = None, guess: tuple
     if ocp.model.nz:
         raise ValueError(f"model {ocp.model.name} has algebraic states, which the C controller does not take yet: "
                          f"export its integrator (shooting-codegen integrator) or run RTIController in Python")
-    if np.linalg.eigvalsh(ocp.R).min() <= 1e-12 * max(1.0, float(np.abs(ocp.R).max())):
-        raise ValueError("R must be positive definite for the C controller (its condensed QP must be strictly "
-                         f"convex); got eigenvalues {np.linalg.eigvalsh(ocp.R)}: give every input a weight > 0")
+    Ru = ocp.R + ocp.R_delta
+    if np.linalg.eigvalsh(Ru).min() <= 1e-12 * max(1.0, float(np.abs(Ru).max())):
+        raise ValueError("R + R_delta must be positive definite for the C controller (each stage's QP must be "
+                         f"strictly convex in its inputs); got eigenvalues {np.linalg.eigvalsh(Ru)}: give every "
+                         f"input a weight > 0 in R or R_delta")
     if ocp.soft_x_bounds and ocp.slack_l2 <= 0:
         raise ValueError("soft state bounds in the C controller need slack_l2 > 0 (the QP must be strictly "
                          "convex in the slacks): give slack_l2 > 0")
@@ -229,39 +217,27 @@ def _values(values: object, real: Real) -> str:
     return ", ".join(literal(v, real) for v in flat) or literal(0.0, real)
 
 
-def _kernels(nx: int, nu: int) -> str:
-    """The small matrix-vector products of the condensing as unrolled C (sizes fixed at generation)."""
-
-    def dot(terms: list[str]) -> str:
-        return " + ".join(terms) if terms else "0"
-
-    def fn(sig: str, lines: list[str]) -> str:
-        return f"static void {sig} {{\n" + "".join(f"  {line}\n" for line in lines) + "}\n"
-
-    R = "real"
-    return "".join([
-        fn(f"mv_xx(const {R}* restrict M, const {R}* restrict x, {R}* restrict y)",  # y = M x
-           [f"y[{i}] = {dot([f'M[{i + nx * j}] * x[{j}]' for j in range(nx)])};" for i in range(nx)]),
-        fn(f"mtv_xx(const {R}* restrict M, const {R}* restrict x, {R}* restrict y)",  # y += M' x
-           [f"y[{j}] += {dot([f'M[{i + nx * j}] * x[{i}]' for i in range(nx)])};" for j in range(nx)]),
-        fn(f"mv_xu(const {R}* restrict M, const {R}* restrict u, {R}* restrict y)",  # y += M u
-           [f"y[{i}] += {dot([f'M[{i + nx * j}] * u[{j}]' for j in range(nu)])};" for i in range(nx)]),
-        fn(f"mtv_xu(const {R}* restrict M, const {R}* restrict x, {R}* restrict y)",  # y = M' x
-           [f"y[{j}] = {dot([f'M[{i + nx * j}] * x[{i}]' for i in range(nx)])};" for j in range(nu)]),
-    ])
-
-
-def _apply(M: FloatArray, real: Real) -> str:
-    """``y = M x`` as straight-line C over the nonzeros of the constant matrix M."""
-    lines = []
-    for i, row in enumerate(np.asarray(M, dtype=float)):
-        terms = [f"{literal(v, real)} * x[{j}]" for j, v in enumerate(row) if v != 0]
-        lines.append(f"  y[{i}] = {' + '.join(terms) if terms else literal(0.0, real)};\n")
-    return "".join(lines)
-
-
 def _json(obj: object) -> str:
     return json.dumps(obj, indent=2, sort_keys=True) + "\n"
+
+
+def _qp_weights(spec: ControllerSpec) -> dict[str, FloatArray]:
+    """The QP's stage Hessian blocks (`shooting.mpc.rti_stage`'s, for the C): Hq, Hs, Hr, HN on the QP's state."""
+    nx, nu = spec.model.nx, spec.model.nu
+    n = spec.sizes.nx
+    Hq, HN = np.zeros((n, n)), np.zeros((n, n))
+    Hq[:nx, :nx], HN[:nx, :nx] = 2 * spec.Q, 2 * spec.Q_terminal
+    Hs = np.zeros((nu, n))
+    Hr = 2 * spec.R
+    if spec.rate:
+        Hq[nx:, nx:] = 2 * spec.R_delta
+        Hs[:, nx:] = -2 * spec.R_delta
+        Hr = Hr + 2 * spec.R_delta
+    return {"Hq": Hq, "Hs": Hs, "Hr": Hr, "HN": HN}
+
+
+def _column_major(M: FloatArray, real: Real) -> str:
+    return _values(np.asarray(M, dtype=float).T, real)
 
 
 def generate_controller(spec: ControllerSpec, name: str, *, real: Real = "double",
@@ -276,8 +252,8 @@ def generate_controller(spec: ControllerSpec, name: str, *, real: Real = "double
         C prefix: the files are ``NAME_mpc.c`` and ``NAME_mpc.h``.
     real : {"double", "float"}
     sizes : mapping, optional
-        Measured ``flash``, ``ram``, ``mem_bytes`` and ``qp_iterations_max``,
-        written into the header (a second generation after measuring).
+        Measured ``flash``, ``ram``, ``mem_bytes``, ``qp_iterations_max`` and
+        ``input_tolerance``, written into the header (a second generation after measuring).
     metadata : mapping, optional
         Extra manifest entries.
 
@@ -292,33 +268,35 @@ def generate_controller(spec: ControllerSpec, name: str, *, real: Real = "double
     stem = f"{name}_mpc"
     emitter = CEmitter(stem, real)
     body = emitter.add(spec.step)
-    nv, nr, nb = spec.nv, spec.nr, int(spec.bounded.size)
-    na = nv + nr
-    qp = qp_source(f"{stem}_qp", real, nv, nr, na)
-    max_iter = max_qp_iterations(nv, nr)
+    z = spec.sizes
+    qp = ocp_qp_source(f"{stem}_qp", real, z)
     measured = dict(sizes or {})
-    inf = np.inf
-    lbU = np.tile(spec.u_min, spec.horizon)
-    ubU = np.tile(spec.u_max, spec.horizon)
+    tol = OCP_QP_TOLERANCES[real]
+    nb = z.nbx
+    weights = _qp_weights(spec)
     values = dict(
         name=name, NAME=name.upper(), version=VERSION, NX=model.nx, NU=model.nu, NP=model.np,
-        NP_1=max(model.np, 1), N=spec.horizon, nv=nv, nr_1=max(nr, 1), na=na, max_iter=max_iter,
+        NP_1=max(model.np, 1), N=spec.horizon, nv=spec.nv, max_iter=MAX_QP_ITERATIONS, NXQ=z.nx, NBX=nb,
     )
+    inf = np.inf
     source = render(
-        "mpc.c.in", **{k: values[k] for k in ("name", "NAME", "version", "NX", "NU", "NP", "NP_1", "N", "nv",
-                                              "nr_1")},
-        nb=nb, nb_1=max(nb, 1), n_out=spec.step.n_out(),
-        kernels=_kernels(model.nx, model.nu), apply_Q=_apply(spec.Q, real), apply_R=_apply(spec.R, real),
-        apply_Qf=_apply(spec.Q_terminal, real), apply_Rd=_apply(spec.R_delta, real),
-        rate=1 if spec.R_delta.any() else 0,
-        lbU=_values(lbU, real), ubU=_values(ubU, real), bstate=", ".join(map(str, spec.bounded.tolist())) or "0",
-        bmin=_values(spec.x_min if nb else [-inf], real), bmax=_values(spec.x_max if nb else [inf], real),
+        "mpc.c.in", **{k: values[k] for k in ("name", "NAME", "version", "NX", "NU", "NP", "NP_1", "N", "NXQ",
+                                              "NBX")},
+        NBX_1=max(nb, 1), rate=1 if spec.rate else 0, n_out=spec.step.n_out(), warm_start=WARM_START,
+        **{key: _column_major(M, real) for key, M in weights.items()},
+        Qx2=_column_major(2 * spec.Q, real), QN2=_column_major(2 * spec.Q_terminal, real),
+        Ru2=_column_major(2 * spec.R, real),
+        lbu=_values(spec.u_min, real), ubu=_values(spec.u_max, real),
+        idxbx=", ".join(map(str, spec.bounded.tolist())) or "0",
+        lbx=_values(spec.x_min if nb else [-inf], real), ubx=_values(spec.x_max if nb else [inf], real),
+        soft_bx=", ".join(["1" if spec.soft else "0"] * max(nb, 1)),
         x_ref0=_values(spec.x_ref, real), u_ref0=_values(spec.u_ref, real),
         p0=_values(spec.p0 if model.np else [0.0], real), x_guess=_values(spec.x_guess, real),
         u_guess=_values(spec.u_guess, real), dt=literal(spec.dt, real), l1=literal(spec.slack_l1, real),
-        l2=literal(spec.slack_l2 if spec.soft else 1.0, real), soft=1 if spec.soft else 0,
+        l2=literal(spec.slack_l2 if spec.soft else 1.0, real),
+        tol_stat=literal(tol["tol_stat"], real), tol_eq=literal(tol["tol_eq"], real),
+        tol_mu=literal(tol["tol_mu"], real),
         functions=emitter.source() + "\n" + qp.functions, body=body,
-        warm0=", ".join(map(str, spec.working_set())) or "0", n_warm0=len(spec.working_set()), na=na,
     )
     header = _header(spec, values, real, emitter, qp.work, measured)
     manifest = {
@@ -328,8 +306,10 @@ def generate_controller(spec: ControllerSpec, name: str, *, real: Real = "double
                   "state_names": list(model.state_names), "input_names": list(model.input_names),
                   "expression_sha256": model.expression_hash},
         "horizon": spec.horizon, "dt": spec.dt, "method": spec.method, "steps": spec.steps,
-        "qp": {"variables": nv, "rows": nr, "max_iterations": max_iter, "soft_x_bounds": spec.soft,
-               "slack_l1": spec.slack_l1, "slack_l2": spec.slack_l2, "method": "dual active set (condensed)"},
+        "qp": {"variables": spec.nv, "stages": spec.horizon, "stage_states": z.nx, "stage_inputs": z.nu,
+               "bounded_states": nb, "max_iterations": MAX_QP_ITERATIONS, "soft_x_bounds": spec.soft,
+               "slack_l1": spec.slack_l1, "slack_l2": spec.slack_l2, "tolerances": tol,
+               "warm_start": bool(WARM_START), "method": "interior point (Mehrotra), square-root Riccati per stage"},
         "guess": spec.guess_origin, "reentrant": emitter.reentrant, "heap": False,
         **measured, **dict(metadata or {}),
     }
@@ -351,25 +331,33 @@ def _header(spec: ControllerSpec, values: dict[str, Any], real: Real, emitter: C
     else:
         state_bounds = f"hard bounds on {', '.join(names)} at stages 1..N."
     slack_cost = f"\n *           + {spec.slack_l1:g} sum(s) + {spec.slack_l2:g} sum(s^2)" if spec.soft and nb else ""
+    if spec.rate:
+        slack_cost += "\n *           + sum_{k<N} |u_k - u_{k-1}|_Rd^2 (u_{-1}: the input applied last)"
     ram = measured.get("ram")
     flash = measured.get("flash")
     iters = measured.get("qp_iterations_max")
+    tolerance = measured.get("input_tolerance")
+    tol = OCP_QP_TOLERANCES[real]
     reentrancy = ("Reentrant: everything lives in the memory struct; several controllers may run at once, each "
                   "with its own struct." if emitter.reentrant else
                   f"NOT reentrant: the integrator step keeps {emitter.static_reals} static {real}s of work memory; "
                   "run one controller at a time.")
     reentrancy = "\n * ".join(textwrap.wrap(reentrancy, 96))
+    accuracy = (f"the export's check allowed {tolerance:.1e} of each input's range between this build and the "
+                f"double Python RTI" if tolerance is not None else "not checked at export")
     return render(
         "mpc.h.in", **values, model=model.name, dt=f"{spec.dt:g}", time_unit=model.time_unit, method=spec.method,
         steps=spec.steps, real=real, slack_cost=slack_cost, state_bounds=state_bounds, guess_origin=spec.guess_origin,
         p0_text=np.array2string(spec.p0, precision=6, separator=", ") if model.np else "(none)",
+        warm_text=" from the last one's, shifted" if WARM_START else " cold too, from the shifted prediction",
         ram_text=f"{ram} bytes on a Cortex-M4 (data + bss + worst stack, the default instance included)"
         if ram is not None else "not measured (export with target cortex-m4)",
         mem_bytes=measured.get("mem_bytes", "?"),
         static_text=f", plus {emitter.static_reals * (4 if real == 'float' else 8)} bytes of static integrator work"
         if not emitter.reentrant else "",
         flash_text=f"{flash} bytes on a Cortex-M4" if flash is not None else "not measured",
-        nr=spec.nr, iter_text=f"{iters} measured in the export's closed-loop check" if iters is not None
-        else "not measured", reentrancy=reentrancy, guard=f"{values['NAME']}_MPC_H",
+        iter_text=f"{iters} measured in the export's closed-loop check" if iters is not None else "not measured",
+        tol_stat_text=f"{tol['tol_stat']:g}", tol_eq_text=f"{tol['tol_eq']:g}", tol_mu_text=f"{tol['tol_mu']:g}",
+        accuracy_text=accuracy, reentrancy=reentrancy, guard=f"{values['NAME']}_MPC_H",
         reentrant=1 if emitter.reentrant else 0, qp_work=qp_work,
     )
