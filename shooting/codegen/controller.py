@@ -24,11 +24,15 @@ from shooting.codegen import toolchain
 from shooting.codegen.c_files import CExport
 from shooting.codegen.controller_c import ControllerSpec, controller_files, controller_spec, generate_controller
 from shooting.codegen.controller_check import (
-    INPUT_TOLERANCE,
+    TOLERANCE_FLOOR,
+    TOLERANCE_SAFETY,
     LoopRun,
+    Tolerance,
     board_loop,
     compare_inputs,
     host_loop,
+    input_scale,
+    input_tolerance,
     reference_loop,
 )
 from shooting.codegen.pipeline import ExportReport, ExportRuns, require_tools
@@ -59,14 +63,20 @@ def check_controller_export(out_dir: str | os.PathLike[str], name: str | None = 
     require_tools(target, check)
 
 
-def _loop_report(run: LoopRun, ref_u: np.ndarray, real: Real) -> CheckReport:
-    error = compare_inputs(run.u, ref_u, CHECK_SAMPLES)
-    allowed = INPUT_TOLERANCE[real]
+def _loop_report(run: LoopRun, ref_u: np.ndarray, real: Real, scale: np.ndarray, tol: Tolerance) -> CheckReport:
+    """The first samples' inputs against the reference loop's and, on the host, the first QP's whole prediction
+    against the exact solution of the same QP (a faithfully compiled controller is within the rounding estimates)."""
+    worst = {"u": compare_inputs(run.u, ref_u, CHECK_SAMPLES, scale)}
+    allowed = {"u": tol.applied}
+    if run.first_prediction is not None:
+        worst["u_pred"] = float(np.max(np.abs(run.first_prediction - tol.first_u) / scale))
+        allowed["u_pred"] = tol.prediction
     failed = [s for s in run.status if s != "ok"]
-    passed = error <= allowed and not failed
+    passed = all(worst[k] <= allowed[k] for k in worst) and not failed
     details = "" if not failed else f"{len(failed)} samples failed ({failed[0]})"
-    return CheckReport(run.target, real, min(CHECK_SAMPLES, run.u.shape[0]), {"u": error}, {"u": allowed}, passed,
-                       details, margin=error / allowed if allowed > 0 else float("inf"))
+    margin = max(worst[k] / allowed[k] for k in worst)
+    return CheckReport(run.target, real, min(CHECK_SAMPLES, run.u.shape[0]), worst, allowed, passed, details,
+                       margin=margin)
 
 
 class _Runs(ExportRuns):
@@ -77,6 +87,15 @@ class _Runs(ExportRuns):
         super().__init__(export, say)
         self.spec, self.x0, self.ocp, self.steps = spec, x0, ocp, steps
         self._ref_u: np.ndarray | None = None
+        self._tolerance: Tolerance | None = None
+
+    def tolerance(self) -> Tolerance:
+        """The input tolerance of this export's precision and problem, and the rounding estimate behind it."""
+        if self._tolerance is None:
+            real = self.export.manifest["real"]
+            self.say(f"estimating what {real} rounding does to the first QP's inputs (the check's tolerance)")
+            self._tolerance = input_tolerance(self.ocp, self.spec, self.x0, real, CHECK_SAMPLES)
+        return self._tolerance
 
     def reference(self) -> np.ndarray:
         if self._ref_u is None:
@@ -86,14 +105,26 @@ class _Runs(ExportRuns):
 
     def record(self, run: LoopRun, key: str) -> None:
         real = self.export.manifest["real"]
-        report = _loop_report(run, self.reference(), real)
+        tol = self.tolerance()
+        report = _loop_report(run, self.reference(), real, input_scale(self.spec), tol)
         self.checks.append(report)
         summary = run.summary()
         self.measured[key] = {"samples_compared": report.vectors, "input_error": report.worst["u"],
-                              "input_tolerance": report.allowed["u"], "passed": report.passed, **summary}
+                              "input_tolerance": report.allowed["u"], "rounding_estimate": tol.applied_estimate,
+                              "error_scale": "each input's bound range", "passed": report.passed, **summary}
+        if "u_pred" in report.worst:
+            self.measured[key].update(prediction_error=report.worst["u_pred"],
+                                      prediction_tolerance=report.allowed["u_pred"],
+                                      prediction_rounding_estimate=tol.prediction_estimate)
+        self.measured["input_tolerance"] = tol.applied
         line = (f"{run.target} {real}: closed loop of {summary['samples']} samples, first {report.vectors} inputs "
-                f"within {report.worst['u']:.1e} of the Python RTIController (allowed {report.allowed['u']:.0e}), "
-                f"QP iterations median {summary['qp_iterations_median']:g} max {summary['qp_iterations_max']}")
+                f"within {report.worst['u']:.1e} of the Python RTIController on their ranges (allowed "
+                f"{report.allowed['u']:.1e} = {TOLERANCE_SAFETY:g} x the {real} rounding estimate "
+                f"{tol.applied_estimate:.1e}, at least {TOLERANCE_FLOOR[real]:.0e})")
+        if "u_pred" in report.worst:
+            line += (f", first prediction within {report.worst['u_pred']:.1e} of the exact QP (allowed "
+                     f"{report.allowed['u_pred']:.1e})")
+        line += (f", QP iterations median {summary['qp_iterations_median']:g} max {summary['qp_iterations_max']}")
         if "instructions_per_sample_median" in summary:
             line += (f", {summary['instructions_per_sample_median']:.0f} instructions per sample (median; max "
                      f"{summary['instructions_per_sample_max']:.0f} = {summary['ms_at_168MHz_max']:.2f} ms at 168 MHz)")
@@ -151,8 +182,10 @@ def export_controller(
     check : bool
         Run closed loops of `check_steps` samples from `x0` on the host (and
         on the emulated Cortex-M4 for that target) and compare the first
-        `CHECK_SAMPLES` inputs with `RTIController` (double: 1e-8, float:
-        1e-3 relative to the largest input). A failure writes nothing.
+        `CHECK_SAMPLES` inputs with `RTIController` on each input's bound range,
+        within a tolerance derived from the precision and the problem's
+        conditioning (`shooting.codegen.controller_check.input_tolerance`,
+        recorded in the manifest and the header). A failure writes nothing.
     force : bool
         Add our files to a directory that holds other files.
     name : str, optional

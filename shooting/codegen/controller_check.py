@@ -12,11 +12,17 @@ of an accurate method, in double). The C runs
   prints every sample.
 
 `compare_inputs` measures how far the inputs of the first samples are from
-the reference's (double: 1e-8, float: 1e-3, relative to the input scale).
+the reference's, on each input's scale (its bound range; see `input_scale`),
+and `input_tolerance` says how far they may be: what rounding in the C's
+precision does to the solution of the first sample's QP (the integrator's A, B
+and x_next perturbed by their Monte-Carlo rounding spread, every other datum by
+the unit roundoff; the double solver of `shooting.qp` on each perturbed QP),
+times a safety factor, never below the solver's own stopping accuracy.
 """
 
 from __future__ import annotations
 
+import copy
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,20 +34,34 @@ from shooting.codegen import qemu_mps2
 from shooting.codegen.c_files import CExport, generate_c
 from shooting.codegen.controller_c import ControllerSpec
 from shooting.codegen.emitter import literal
+from shooting.codegen.rounding import UNIT_ROUNDOFF, rounding_spread
 from shooting.codegen.sil import CONTROLLER_STATUS, load_controller
 from shooting.codegen.toolchain import ToolchainError, first_error_line
 from shooting.integrate.integrator import build_integrator
 from shooting.mpc.ocp import MultipleShootingOCP
 from shooting.mpc.rti import RTIController
+from shooting.mpc.rti_stage import StageQPBuilder
 from shooting.mpc.simulate import simulate_closed_loop
+from shooting.qp import solve_stage_qp
 
-__all__ = ["INPUT_TOLERANCE", "LoopRun", "board_loop", "compare_inputs", "host_loop", "reference_loop"]
+__all__ = ["TOLERANCE_FLOOR", "TOLERANCE_SAFETY", "LoopRun", "Tolerance", "board_loop", "compare_inputs", "host_loop",
+           "input_scale", "input_tolerance", "reference_loop"]
 
 FloatArray = npt.NDArray[np.float64]
 
-#: Largest relative difference of the first samples' inputs from the Python RTI:
-#: the same QP solved to rounding (double), and single precision throughout (float).
-INPUT_TOLERANCE = {"double": 1e-8, "float": 1e-3}
+#: The check allows this many times the input deviation that rounding in the
+#: C's precision causes in the first sample's QP (`input_tolerance`): the
+#: closed loops compared run five samples apart from each other, each adding
+#: its own rounding to the next linearisation.
+TOLERANCE_SAFETY = 10.0
+
+#: The interior point's stopping accuracy on the input scale: the smallest
+#: tolerance (double: both sides follow the same iterates to ~1e-13; float:
+#: the stopping tolerances of `shooting.qp` on the worst-conditioned tests).
+TOLERANCE_FLOOR = {"double": 1e-9, "float": 1e-6}
+
+#: Draws of the rounding estimate.
+TOLERANCE_DRAWS = 8
 
 #: The plant of every check: the model integrated by this tableau and substeps, in double.
 PLANT_METHOD, PLANT_STEPS = "dopri5", 20
@@ -66,6 +86,8 @@ class LoopRun:
         Host only.
     feedback_instructions, prepare_instructions : ndarray, shape (K,) or None
         Cortex-M4 only (SysTick under ``-icount``, resolution 40 instructions).
+    first_prediction : ndarray, shape (N, nu), or None
+        Host only: the inputs the first sample's QP predicts over the horizon.
     """
 
     target: str
@@ -77,6 +99,7 @@ class LoopRun:
     prepare_seconds: FloatArray | None = None
     feedback_instructions: FloatArray | None = None
     prepare_instructions: FloatArray | None = None
+    first_prediction: FloatArray | None = None
 
     @property
     def sample_instructions(self) -> FloatArray | None:
@@ -110,13 +133,92 @@ def reference_loop(ocp: MultipleShootingOCP, x0: FloatArray, steps: int) -> tupl
     return traj.x, traj.u
 
 
-def compare_inputs(u: FloatArray, u_ref: FloatArray, samples: int) -> float:
-    """Largest difference of the first `samples` inputs, relative to the reference's largest input (or 1)."""
+def input_scale(spec: ControllerSpec) -> FloatArray:
+    """Each input's scale: its bound range, or where unbounded the largest of 1, |u_ref| and |u_guess|."""
+    span = spec.u_max - spec.u_min
+    fallback = np.maximum(1.0, np.maximum(np.abs(spec.u_ref).max(axis=0), np.abs(spec.u_guess).max(axis=0)))
+    return np.where(np.isfinite(span) & (span > 0), span, fallback)
+
+
+def compare_inputs(u: FloatArray, u_ref: FloatArray, samples: int, scale: FloatArray) -> float:
+    """Largest difference of the first `samples` inputs, each on its input's `scale` (nu,)."""
     n = min(samples, u.shape[0], u_ref.shape[0])
     if n == 0:
         return 0.0
-    scale = max(float(np.max(np.abs(u_ref[:n]))), 1e-12)
-    return float(np.max(np.abs(u[:n] - u_ref[:n]))) / scale
+    return float(np.max(np.abs(u[:n] - u_ref[:n]) / scale))
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """What the check allows, from the precision and the conditioning of the first sample's QP.
+
+    Attributes
+    ----------
+    applied, applied_estimate : float
+        Tolerance and rounding estimate of the first `samples` inputs (on their scale).
+    prediction, prediction_estimate : float
+        The same for the first QP's whole predicted input trajectory.
+    first_u : ndarray, shape (N, nu)
+        The first QP's inputs, solved exactly (double) from the spec's guess.
+    """
+
+    applied: float
+    applied_estimate: float
+    prediction: float
+    prediction_estimate: float
+    first_u: FloatArray
+
+
+def input_tolerance(ocp: MultipleShootingOCP, spec: ControllerSpec, x0: FloatArray, real: str, samples: int,
+                    seed: int = 0) -> Tolerance:
+    """How far the C's inputs may be from the double reference (see `Tolerance`).
+
+    The first sample's stage-wise QP (as `RTIController` builds it at the
+    spec's guess) is solved again with its data perturbed as rounding in
+    `real` would: the integrator's x_next, A and B at every stage entry by
+    entry by their Monte-Carlo rounding spread (`shooting.codegen.rounding`),
+    weights, gradients and x0 by the unit roundoff (relative). The estimates
+    are the largest move, on the inputs' scale over `TOLERANCE_DRAWS` draws, of
+    the first `samples` predicted inputs (those the closed-loop check compares)
+    and of all of them; each tolerance is `TOLERANCE_SAFETY` times its
+    estimate, at least `TOLERANCE_FLOOR`.
+    """
+    N, nx, nu = ocp.horizon, ocp.nx, ocp.nu
+    builder = StageQPBuilder(ocp)
+    d = ocp.layout.unpack_parameters(ocp.parameters(x0))
+    xg, ug, zero = spec.x_guess, spec.u_guess, np.zeros(nu)
+    qp = builder.with_state(builder.build(xg, ug, d["x_ref"], d["u_ref"], d["p"], 0.0, zero), x0, zero)
+    x_start = builder.guess(xg, ug, zero)
+    exact = solve_stage_qp(qp, x_guess=x_start, u_guess=ug)
+    cast = np.float32 if real == "float" else np.float64
+    vectors = [[np.asarray(v, dtype=cast).astype(float) for v in (xg[k], ug[k], spec.p0, k * spec.dt, spec.dt)]
+               for k in range(N)]
+    spread = rounding_spread(spec.step, vectors, real, elementwise=True)
+    u = UNIT_ROUNDOFF[real]
+    rng = np.random.default_rng(seed)
+    scale = input_scale(spec)
+    first = whole = 0.0
+    for _ in range(TOLERANCE_DRAWS):
+        q = copy.deepcopy(qp)
+        for k in range(N):
+            if spread is not None:  # per entry (CasADi's column-major nonzeros of the dense outputs)
+                s_x = spread[k][0]
+                s_A, s_B = spread[k][1].reshape(nx, nx, order="F"), spread[k][2].reshape(nx, nu, order="F")
+            else:  # too large to interpret: ten roundings of the largest entry
+                s_x, s_A, s_B = (10 * u * np.abs(M).max() for M in (qp.b[k], qp.A[k], qp.B[k]))
+            q.A[k][:nx, :nx] += s_A * rng.uniform(-1, 1, (nx, nx))
+            q.B[k][:nx, :] += s_B * rng.uniform(-1, 1, (nx, nu))
+            q.b[k][:nx] += s_x * rng.uniform(-1, 1, nx)
+        for name in ("Q", "S", "R", "Q_N", "q", "r", "x0"):
+            v = np.asarray(getattr(q, name), dtype=float)
+            setattr(q, name, v * (1 + u * rng.uniform(-1, 1, v.shape)))
+        moved = solve_stage_qp(q, x_guess=x_start, u_guess=ug)
+        if moved.status == 0:
+            move = np.abs(moved.u - exact.u) / scale
+            first, whole = max(first, float(move[:samples].max())), max(whole, float(move.max()))
+    floor = TOLERANCE_FLOOR["float" if real == "float" else "double"]
+    return Tolerance(max(TOLERANCE_SAFETY * first, floor), first, max(TOLERANCE_SAFETY * whole, floor), whole,
+                     exact.u)
 
 
 def _write(export: CExport, folder: Path) -> None:
@@ -129,11 +231,14 @@ def host_loop(export: CExport, spec: ControllerSpec, x0: FloatArray, steps: int)
     with tempfile.TemporaryDirectory(prefix="shooting_ctl_host_") as tmp:
         _write(export, Path(tmp))
         controller = load_controller(tmp, model=spec.model)
+        controller.step(x0, 0.0)  # the first sample alone: its whole prediction (the closed loop resets it)
+        first = None if controller.u_pred is None else controller.u_pred.copy()
         traj = simulate_closed_loop(controller, x0, steps, plant_method=PLANT_METHOD, plant_steps=PLANT_STEPS,
                                     progress=False)
     return LoopRun("host", traj.x, traj.u, list(traj.status), traj.iterations,
                    feedback_seconds=np.array(controller.feedback_times[:len(traj.u)]),
-                   prepare_seconds=np.array(controller.preparation_times[1:len(traj.u) + 1]))
+                   prepare_seconds=np.array(controller.preparation_times[1:len(traj.u) + 1]),
+                   first_prediction=first)
 
 
 _BOARD_MAIN = """\

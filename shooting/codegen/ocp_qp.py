@@ -52,6 +52,10 @@ STEP_FRACTION = {"double": 0.995, "float": 0.99}
 MU_FLOOR = {"double": 1e-12, "float": 1e-7}
 WARM_PUSH = {"double": 1e-4, "float": 1e-3}
 
+#: Multipliers this many times their size at the start, with the equalities
+#: still violated: the hard constraints cannot be met (reported, not iterated on).
+DIVERGE = {"double": 1e12, "float": 1e8}
+
 
 @dataclass(frozen=True)
 class OCPQPSource:
@@ -85,7 +89,7 @@ def ocp_qp_source(prefix: str, real: Real, sizes: OCPQPSizes) -> OCPQPSource:
                             NU_1=max(sizes.nu, 1), NXP=nxp,
                        tol_pd=literal(1e-14 if real == "double" else 1e-6, real),
                        tau=literal(STEP_FRACTION[real], real), warm_push=literal(WARM_PUSH[real], real),
-                       mu_floor=literal(MU_FLOOR[real], real))
+                       mu_floor=literal(MU_FLOOR[real], real), diverge=literal(DIVERGE[real], real))
     return OCPQPSource(work, functions)
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import casadi as ca
 import numpy as np
@@ -222,7 +223,7 @@ class _Interpreter:
 
 
 def rounding_spread(F: ca.Function, vectors: Sequence[Sequence[FloatArray]], real: str, *, samples: int = 8,
-                    seed: int = 0) -> list[list[float]] | None:
+                    seed: int = 0, elementwise: bool = False) -> list[list[Any]] | None:
     """The largest output deviation under Monte-Carlo arithmetic, per vector and output.
 
     Parameters
@@ -234,13 +235,15 @@ def rounding_spread(F: ca.Function, vectors: Sequence[Sequence[FloatArray]], rea
     samples : int
         Perturbed evaluations per vector.
     seed : int
+    elementwise : bool
+        Give each output's spread per nonzero (an array) instead of its largest.
 
     Returns
     -------
-    list of list of float, or None
+    list of list of float (or of ndarray), or None
         ``spread[j][i]``: max over samples of max |F_perturbed - F| for output
-        i at vector j. None when `F` executes more than
-        `MAX_FLAT_INSTRUCTIONS` operations.
+        i at vector j (per nonzero with `elementwise`). None when `F`
+        executes more than `MAX_FLAT_INSTRUCTIONS` operations.
     """
     if flat_size(F) > MAX_FLAT_INSTRUCTIONS:
         return None
@@ -254,6 +257,10 @@ def rounding_spread(F: ca.Function, vectors: Sequence[Sequence[FloatArray]], rea
     spread = []
     for j in range(n):
         cols = slice(j * samples, (j + 1) * samples)
-        spread.append([float(np.max(np.abs(a[:, cols] - b[:, cols]), initial=0.0)) for a, b in
-                       zip(noisy, exact, strict=True)])
+        if elementwise:
+            spread.append([np.max(np.abs(a[:, cols] - b[:, cols]), axis=1, initial=0.0) for a, b in
+                           zip(noisy, exact, strict=True)])
+        else:
+            spread.append([float(np.max(np.abs(a[:, cols] - b[:, cols]), initial=0.0)) for a, b in
+                           zip(noisy, exact, strict=True)])
     return spread

@@ -27,7 +27,7 @@ FloatArray = npt.NDArray[np.float64]
 
 #: As the C's double build: fraction to the boundary, pivot tolerance, the
 #: complementarity below which a lost pivot or a degrading step ends a solve.
-TAU, TOL_PD, MU_FLOOR, WARM_PUSH = 0.995, 1e-14, 1e-12, 1e-4
+TAU, TOL_PD, MU_FLOOR, WARM_PUSH, DIVERGE = 0.995, 1e-14, 1e-12, 1e-4, 1e12
 
 
 @dataclass
@@ -360,8 +360,13 @@ def solve_stage_qp(qp: StageQP, *, x_guess: npt.ArrayLike | None = None, u_guess
     F = _Factors(N, nx, nu)
     status, iterations, prev = 1, 0, (0.0, 0.0, 0.0)
     step: tuple[float, float, tuple[FloatArray, ...], FloatArray, FloatArray] | None = None
+    scale0 = 0.0
     for i in range(max_iter + 1):
         stat, eq, mu, scale = _residuals(P, it)
+        scale0 = scale if i == 0 else scale0
+        if i and (not np.isfinite(scale) or (scale > DIVERGE * scale0 and eq > tol["tol_eq"])):
+            status = 2  # the multipliers diverge with the equalities violated: infeasible (see the C)
+            break
         if i and step is not None and (stat > 10 * prev[0] or eq > 10 * prev[1]) and \
                 prev[0] <= 100 * tol["tol_stat"] and prev[1] <= 100 * tol["tol_eq"] and \
                 prev[2] <= 100 * tol["tol_mu"] + MU_FLOOR:

@@ -24,7 +24,8 @@ __all__ = ["OCP_QP_STATUS", "OCP_QP_TOLERANCES", "OCPQPSizes", "StageQP", "Stage
 FloatArray = npt.NDArray[np.float64]
 
 #: Return codes of the solver, as in the C.
-OCP_QP_STATUS = {0: "optimal", 1: "iteration limit", 3: "not convex (Riccati pivot)", 4: "non-finite data"}
+OCP_QP_STATUS = {0: "optimal", 1: "iteration limit", 2: "infeasible", 3: "not convex (Riccati pivot)",
+                 4: "non-finite data"}
 
 #: Stopping tolerances per real type, each relative to the size of the terms
 #: its residual sums (see the C): stationarity, equalities (dynamics and
