@@ -236,9 +236,10 @@ def test_what_the_c_cannot_do_is_refused(cartpole: shooting.Model, tmp_path: Pat
 def test_a_failed_check_writes_nothing_and_exits_1(swingup: shooting.MultipleShootingOCP, tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
                                                    ) -> None:
-    import shooting.codegen.controller as controller
+    import shooting.codegen.controller_check as check
 
-    monkeypatch.setitem(controller.INPUT_TOLERANCE, "double", 0.0)  # nothing can pass
+    monkeypatch.setattr(check, "TOLERANCE_SAFETY", 0.0)  # nothing can pass
+    monkeypatch.setitem(check.TOLERANCE_FLOOR, "double", 0.0)
     report = export_controller(swingup, tmp_path / "out", check=True, check_steps=3)
     assert not report.ok and report.files == [] and not (tmp_path / "out").exists()
     assert main(["controller", "--model", "cartpole", "--check", "--check-steps", "3", "--out",

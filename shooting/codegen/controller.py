@@ -74,7 +74,7 @@ def _loop_report(run: LoopRun, ref_u: np.ndarray, real: Real, scale: np.ndarray,
     failed = [s for s in run.status if s != "ok"]
     passed = all(worst[k] <= allowed[k] for k in worst) and not failed
     details = "" if not failed else f"{len(failed)} samples failed ({failed[0]})"
-    margin = max(worst[k] / allowed[k] for k in worst)
+    margin = max(worst[k] / allowed[k] if allowed[k] > 0 else float("inf") for k in worst)
     return CheckReport(run.target, real, min(CHECK_SAMPLES, run.u.shape[0]), worst, allowed, passed, details,
                        margin=margin)
 

@@ -277,6 +277,7 @@ def generate_controller(spec: ControllerSpec, name: str, *, real: Real = "double
     values = dict(
         name=name, NAME=name.upper(), version=VERSION, NX=model.nx, NU=model.nu, NP=model.np,
         NP_1=max(model.np, 1), N=spec.horizon, nv=spec.nv, max_iter=MAX_QP_ITERATIONS, NXQ=z.nx, NBX=nb,
+        NXQ_RATE=(spec.horizon + 1) * z.nx if spec.rate else 1,
     )
     inf = np.inf
     source = render(

@@ -140,11 +140,16 @@ def input_scale(spec: ControllerSpec) -> FloatArray:
     return np.where(np.isfinite(span) & (span > 0), span, fallback)
 
 
-def compare_inputs(u: FloatArray, u_ref: FloatArray, samples: int, scale: FloatArray) -> float:
-    """Largest difference of the first `samples` inputs, each on its input's `scale` (nu,)."""
+def compare_inputs(u: FloatArray, u_ref: FloatArray, samples: int, scale: FloatArray | None = None) -> float:
+    """Largest difference of the first `samples` inputs, each on its input's `scale` (nu,).
+
+    Without `scale`, relative to the reference's largest input (at least 1e-12).
+    """
     n = min(samples, u.shape[0], u_ref.shape[0])
     if n == 0:
         return 0.0
+    if scale is None:
+        scale = np.full(u.shape[1], max(float(np.max(np.abs(u_ref[:n]))), 1e-12))
     return float(np.max(np.abs(u[:n] - u_ref[:n]) / scale))
 
 

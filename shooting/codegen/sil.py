@@ -334,13 +334,13 @@ int shim_qp_iterations(const {stem}_mem* m) {{ return m->qp_iterations; }}
 long shim_real_bytes(void) {{ return (long)sizeof({name}_real); }}
 void shim_sizes(long* out) {{
   out[0] = {NAME}_MPC_N; out[1] = {NAME}_MPC_NX; out[2] = {NAME}_MPC_NU; out[3] = {NAME}_MPC_NP;
-  out[4] = SHIM_LEN(x); out[5] = SHIM_LEN(u); out[6] = SHIM_LEN(x_ref); out[7] = SHIM_LEN(u_ref);
-  out[8] = SHIM_LEN(p); out[9] = SHIM_LEN(u_prev); out[10] = (long)sizeof({stem}_mem);
+  out[4] = SHIM_LEN(x); out[5] = SHIM_LEN(u); out[6] = SHIM_LEN(p); out[7] = SHIM_LEN(u_prev);
+  out[8] = (long)sizeof({stem}_mem);
 }}
 """
 
 #: What `shim_sizes` reports, in order.
-_SIZE_NAMES = ("N", "NX", "NU", "NP", "x", "u", "x_ref", "u_ref", "p", "u_prev", "mem")
+_SIZE_NAMES = ("N", "NX", "NU", "NP", "x", "u", "p", "u_prev", "mem")
 
 
 def _controller_sizes(lib: ctypes.CDLL, manifest: dict[str, Any], path: Path) -> dict[str, int]:
@@ -350,8 +350,7 @@ def _controller_sizes(lib: ctypes.CDLL, manifest: dict[str, Any], path: Path) ->
     lib.shim_sizes(out)
     size = dict(zip(_SIZE_NAMES, (int(v) for v in out), strict=True))
     N, nx, nu, npar = size["N"], size["NX"], size["NU"], size["NP"]
-    expected = {"x": (N + 1) * nx, "u": N * nu, "x_ref": (N + 1) * nx, "u_ref": N * nu, "p": max(npar, 1),
-                "u_prev": nu}
+    expected = {"x": (N + 1) * nx, "u": N * nu, "p": max(npar, 1), "u_prev": nu}
     if min(N, nx, nu) < 1 or npar < 0 or any(size[k] != v for k, v in expected.items()):
         raise ValueError(f"{path.parent}: the controller's header and its memory struct disagree ({size}): export "
                          f"again")
