@@ -2,8 +2,8 @@
 
 Mehrotra's predictor-corrector interior-point method (Nocedal and Wright,
 Numerical Optimization, 2nd ed., algorithm 16.4) on every side of every row,
-each with a slack t >= 0 and a multiplier lam >= 0 (soft sides also with a
-slack variable s >= 0 carrying l1 s + l2 s^2); each Newton system, once the
+each with a slack t >= 0 and a multiplier lam >= 0 (a soft row also with one
+slack variable s >= 0 for both sides, carrying l1 s + l2 s^2); each Newton system, once the
 sides are eliminated, is an equality-constrained LQ problem solved by the
 square-root Riccati recursion (Frison and Diehl 2020, HPIPM; Rao, Wright and
 Rawlings 1998). The functions carry the C's names (`_stage`, `_riccati`,
@@ -40,15 +40,32 @@ class _Sides:
     beta: FloatArray
     soft: npt.NDArray[np.bool_]
     slot: npt.NDArray[np.int64]  # index in the C's side arrays
+    srow: npt.NDArray[np.int64]  # a soft side's row slack (index into s, lam_s), else -1
+    n_soft: int  # soft rows
+    srow_stage: npt.NDArray[np.int64]  # the stage of each soft row
+    srow_slot: npt.NDArray[np.int64]  # its slack's index in the C's soft arrays
 
 
 def _sides(qp: StageQP) -> _Sides:
     """The sides in the C's order (inputs', states', general rows', terminal rows'), infinite ones left out."""
     z = qp.sizes
     N, nx, nu = z.N, z.nx, z.nu
-    stage, cx, cu, beta, soft, slot = [], [], [], [], [], []
+    stage: list[int] = []
+    cx: list[FloatArray] = []
+    cu: list[FloatArray] = []
+    beta: list[float] = []
+    soft: list[bool] = []
+    slot: list[int] = []
+    srow: list[int] = []
+    srow_stage: list[int] = []
+    srow_slot: list[int] = []
 
     def add(k: int, c_x: FloatArray, c_u: FloatArray, lo: float, hi: float, is_soft: bool, first: int) -> None:
+        row = -1
+        if is_soft and (np.isfinite(lo) or np.isfinite(hi)):
+            row = len(srow_stage)
+            srow_stage.append(k)
+            srow_slot.append((first - 2 * N * nu) // 2)
         for side, bound, sign in ((0, lo, 1.0), (1, hi, -1.0)):
             if np.isfinite(bound):
                 stage.append(k)
@@ -57,6 +74,7 @@ def _sides(qp: StageQP) -> _Sides:
                 beta.append(sign * bound)
                 soft.append(is_soft)
                 slot.append(first + side)
+                srow.append(row)
 
     lbu, ubu = blocks(-np.inf if qp.lbu is None else qp.lbu, N, (nu,), "lbu"), \
         blocks(np.inf if qp.ubu is None else qp.ubu, N, (nu,), "ubu")
@@ -89,7 +107,8 @@ def _sides(qp: StageQP) -> _Sides:
     n = len(stage)
     return _Sides(np.asarray(stage, dtype=np.int64), np.asarray(cx, dtype=float).reshape(n, nx),
                   np.asarray(cu, dtype=float).reshape(n, nu), np.asarray(beta, dtype=float),
-                  np.asarray(soft, dtype=bool), np.asarray(slot, dtype=np.int64))
+                  np.asarray(soft, dtype=bool), np.asarray(slot, dtype=np.int64), np.asarray(srow, dtype=np.int64),
+                  len(srow_stage), np.asarray(srow_stage, dtype=np.int64), np.asarray(srow_slot, dtype=np.int64))
 
 
 class _Problem:
@@ -109,7 +128,7 @@ class _Problem:
         self.x0 = np.asarray(qp.x0, dtype=float).reshape(nx)
         self.l1, self.l2 = float(qp.l1), float(qp.l2)
         self.sides = _sides(qp)
-        self.nsides = z.nsides
+        self.nsides, self.nsoft = z.nsides, z.nsoft
 
 
 @dataclass
@@ -119,7 +138,7 @@ class _Iterate:
     pi: FloatArray  # (N, nx)
     t: FloatArray  # per side
     lam: FloatArray
-    s: FloatArray  # per side (used on soft sides only)
+    s: FloatArray  # per soft row
     lam_s: FloatArray
 
 
@@ -129,35 +148,82 @@ def _row_values(P: _Problem, x: FloatArray, u: FloatArray) -> FloatArray:
     return np.einsum("ij,ij->i", S.cx, x[S.stage]) + np.einsum("ij,ij->i", S.cu, u[S.stage])
 
 
+def _side_slack(P: _Problem, values: FloatArray) -> FloatArray:
+    """A soft row's per-row value on each of its sides (zero on hard sides)."""
+    S = P.sides
+    return np.where(S.soft, values[np.maximum(S.srow, 0)] if values.size else 0.0, 0.0)
+
+
+def _side_residual(P: _Problem, it: _Iterate) -> FloatArray:
+    """c_hat'z + s - beta - t of every side."""
+    return _row_values(P, it.x, it.u) - P.sides.beta - it.t + _side_slack(P, it.s)
+
+
 def _cost_gradient(P: _Problem, it: _Iterate) -> tuple[FloatArray, FloatArray]:
     gx = np.einsum("kij,kj->ki", P.Hxx, it.x) + np.einsum("kji,kj->ki", P.Hux, it.u) + P.q
     gu = np.einsum("kij,kj->ki", P.Hux, it.x) + np.einsum("kij,kj->ki", P.Huu, it.u) + P.r
     return gx, gu
 
 
+@dataclass
+class _RowTerms:
+    """The sides' eliminated terms (C: @{p}_row_terms): per side d, g, r; per soft row D, rho and a = sum d c_hat."""
+
+    d: FloatArray
+    g: FloatArray
+    r: FloatArray
+    D: FloatArray
+    rho: FloatArray
+    a_x: FloatArray
+    a_u: FloatArray
+
+
+def _row_terms(P: _Problem, it: _Iterate, rc: FloatArray, rcs: FloatArray) -> _RowTerms:
+    S = P.sides
+    r = _side_residual(P, it)
+    d = it.lam / it.t
+    g = (rc + it.lam * r) / it.t
+    n = S.n_soft
+    soft = S.srow >= 0
+    lam_sum, d_sum, g_sum = np.zeros(n), np.zeros(n), np.zeros(n)
+    a_x, a_u = np.zeros((n, P.nx)), np.zeros((n, P.nu))
+    np.add.at(lam_sum, S.srow[soft], it.lam[soft])
+    np.add.at(d_sum, S.srow[soft], d[soft])
+    np.add.at(g_sum, S.srow[soft], g[soft])
+    np.add.at(a_x, S.srow[soft], d[soft, None] * S.cx[soft])
+    np.add.at(a_u, S.srow[soft], d[soft, None] * S.cu[soft])
+    Z = 2 * P.l2
+    rs = Z * it.s + P.l1 - lam_sum - it.lam_s
+    with np.errstate(divide="ignore", invalid="ignore"):
+        D = Z + d_sum + it.lam_s / it.s
+        rho = rs + g_sum + rcs / it.s
+    return _RowTerms(d, g, r, D, rho, a_x, a_u)
+
+
 def _stage(P: _Problem, it: _Iterate, rc: FloatArray, rcs: FloatArray
            ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray]:
-    """The Newton system's stage blocks with the sides eliminated (C: @{p}_stage with newton = 1)."""
+    """The Newton system's stage blocks with the sides eliminated (C: @{p}_stage with newton = 1).
+
+    Every side adds d c_hat c_hat' and c_hat g (and the plain - lam c_hat); a soft row, its slack eliminated
+    too, subtracts a a' / D and a rho / D with a = sum over its sides of d c_hat (C: @{p}_row_newton).
+    """
     S = P.sides
-    cz = _row_values(P, it.x, it.u)
-    rg = cz - S.beta - it.t + np.where(S.soft, it.s, 0.0)
-    dd = it.lam / it.t
-    Z = 2 * P.l2
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ds = np.where(S.soft, it.lam_s / it.s, 0.0)
-        rs = Z * it.s + P.l1 - it.lam - it.lam_s
-        D = Z + dd + ds
-        rho = rs + (rc + it.lam * rg) / it.t + np.where(S.soft, rcs / it.s, 0.0)
-        weight = np.where(S.soft, dd * (Z + ds) / D, dd)
-        rhs = np.where(S.soft, (rc + it.lam * rg) / it.t - dd * rho / D, (rc + it.lam * rg) / it.t)
-    v = rhs - it.lam  # stationarity: - c_hat lam; Newton: + c_hat rhs
+    T = _row_terms(P, it, rc, rcs)
+    v = T.g - it.lam
     Hxx, Hux, Huu = P.Hxx.copy(), P.Hux.copy(), P.Huu.copy()
     gx, gu = _cost_gradient(P, it)
-    np.add.at(Hxx, S.stage, weight[:, None, None] * S.cx[:, :, None] * S.cx[:, None, :])
-    np.add.at(Hux, S.stage, weight[:, None, None] * S.cu[:, :, None] * S.cx[:, None, :])
-    np.add.at(Huu, S.stage, weight[:, None, None] * S.cu[:, :, None] * S.cu[:, None, :])
+    np.add.at(Hxx, S.stage, T.d[:, None, None] * S.cx[:, :, None] * S.cx[:, None, :])
+    np.add.at(Hux, S.stage, T.d[:, None, None] * S.cu[:, :, None] * S.cx[:, None, :])
+    np.add.at(Huu, S.stage, T.d[:, None, None] * S.cu[:, :, None] * S.cu[:, None, :])
     np.add.at(gx, S.stage, v[:, None] * S.cx)
     np.add.at(gu, S.stage, v[:, None] * S.cu)
+    if S.n_soft:
+        k, w = S.srow_stage, 1.0 / T.D
+        np.add.at(Hxx, k, -w[:, None, None] * T.a_x[:, :, None] * T.a_x[:, None, :])
+        np.add.at(Hux, k, -w[:, None, None] * T.a_u[:, :, None] * T.a_x[:, None, :])
+        np.add.at(Huu, k, -w[:, None, None] * T.a_u[:, :, None] * T.a_u[:, None, :])
+        np.add.at(gx, k, -(T.rho * w)[:, None] * T.a_x)
+        np.add.at(gu, k, -(T.rho * w)[:, None] * T.a_u)
     return Hxx, Hux, Huu, gx, gu
 
 
@@ -241,47 +307,38 @@ def _riccati(P: _Problem, it: _Iterate, blocks_: tuple[FloatArray, ...], F: _Fac
 
 def _side_directions(P: _Problem, it: _Iterate, dx: FloatArray, du: FloatArray, rc: FloatArray,
                      rcs: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+    """dt, dlam per side and ds, dlam_s per soft row (C: @{p}_side_directions)."""
     S = P.sides
-    cz = _row_values(P, it.x, it.u)
+    T = _row_terms(P, it, rc, rcs)
     cdz = _row_values(P, dx, du)
-    rg = cz - S.beta - it.t + np.where(S.soft, it.s, 0.0)
-    Z = 2 * P.l2
-    dd = it.lam / it.t
+    adz = np.einsum("ij,ij->i", T.a_x, dx[S.srow_stage]) + np.einsum("ij,ij->i", T.a_u, du[S.srow_stage])
     with np.errstate(divide="ignore", invalid="ignore"):
-        dsv = np.where(S.soft, it.lam_s / it.s, 0.0)
-        rs = Z * it.s + P.l1 - it.lam - it.lam_s
-        D = Z + dd + dsv
-        rho = rs + (rc + it.lam * rg) / it.t + np.where(S.soft, rcs / it.s, 0.0)
-        ds = np.where(S.soft, (-rho - dd * cdz) / D, 0.0)
-        dt = cdz + ds + rg
-        dlam_s = np.where(S.soft, -(rcs + it.lam_s * ds) / it.s, 0.0)
+        ds = (-T.rho - adz) / T.D
+        dlam_s = -(rcs + it.lam_s * ds) / it.s
+    dt = cdz + _side_slack(P, ds) + T.r
     dlam = -(rc + it.lam * dt) / it.t
     return dt, dlam, ds, dlam_s
 
 
 def _step_length(P: _Problem, it: _Iterate, d: tuple[FloatArray, ...], tau: float) -> tuple[float, float]:
     dt, dlam, ds, dlam_s = d
-    soft = P.sides.soft
 
     def limit(v: FloatArray, dv: FloatArray) -> float:
         neg = dv < 0
         return float(np.min(-tau * v[neg] / dv[neg], initial=1.0))
 
-    a_p = min(limit(it.t, dt), limit(it.s[soft], ds[soft]))
-    a_d = min(limit(it.lam, dlam), limit(it.lam_s[soft], dlam_s[soft]))
-    return a_p, a_d
+    return min(limit(it.t, dt), limit(it.s, ds)), min(limit(it.lam, dlam), limit(it.lam_s, dlam_s))
 
 
 def _mu(P: _Problem, it: _Iterate, d: tuple[FloatArray, ...] | None = None, a_p: float = 0.0,
         a_d: float = 0.0) -> float:
-    soft = P.sides.soft
-    n = P.sides.stage.size + int(soft.sum())
+    n = P.sides.stage.size + P.sides.n_soft
     if n == 0:
         return 0.0
-    zero = np.zeros_like(it.t)
-    dt, dlam, ds, dlam_s = d if d is not None else (zero, zero, zero, zero)
-    total = np.sum((it.t + a_p * dt) * (it.lam + a_d * dlam))
-    total += np.sum(((it.s + a_p * ds) * (it.lam_s + a_d * dlam_s))[soft])
+    if d is None:
+        d = (np.zeros_like(it.t), np.zeros_like(it.t), np.zeros_like(it.s), np.zeros_like(it.s))
+    dt, dlam, ds, dlam_s = d
+    total = np.sum((it.t + a_p * dt) * (it.lam + a_d * dlam)) + np.sum((it.s + a_p * ds) * (it.lam_s + a_d * dlam_s))
     return float(total / n)
 
 
@@ -304,14 +361,16 @@ def _residuals(P: _Problem, it: _Iterate) -> tuple[float, float, float, float]:
     se = max(np.abs(Ax).max(initial=0.0), np.abs(Bu).max(initial=0.0), np.abs(P.b).max(initial=0.0),
              np.abs(it.x[1:]).max(initial=0.0))
     cz = _row_values(P, it.x, it.u)
-    rg = cz - S.beta - it.t + np.where(S.soft, it.s, 0.0)
-    re = max(re, np.abs(rg).max(initial=0.0))
+    re = max(re, np.abs(_side_residual(P, it)).max(initial=0.0))
     se = max(se, np.abs(cz).max(initial=0.0), np.abs(S.beta).max(initial=0.0))
     ss = max(ss, it.lam.max(initial=0.0))
-    if S.soft.any():
-        grad_s = 2 * P.l2 * it.s[S.soft] + P.l1
-        rs = max(rs, np.abs(grad_s - it.lam[S.soft] - it.lam_s[S.soft]).max())
-        ss = max(ss, np.abs(grad_s).max(), it.lam_s[S.soft].max())
+    if S.n_soft:  # the slacks' stationarity 2 l2 s + l1 - lam_l - lam_u - lam_s
+        lam_sum = np.zeros(S.n_soft)
+        soft = S.srow >= 0
+        np.add.at(lam_sum, S.srow[soft], it.lam[soft])
+        grad_s = 2 * P.l2 * it.s + P.l1
+        rs = max(rs, np.abs(grad_s - lam_sum - it.lam_s).max())
+        ss = max(ss, np.abs(grad_s).max(), it.lam_s.max())
     scale = 1 + ss
     return rs / scale, re / (1 + se), _mu(P, it) / scale, scale
 
@@ -321,12 +380,13 @@ def _start(P: _Problem, x: FloatArray, u: FloatArray) -> _Iterate:
     S = P.sides
     x = x.copy()
     x[0] = P.x0
-    it = _Iterate(x, u, np.zeros((P.N, P.nx)), np.ones(S.stage.size), np.ones(S.stage.size),
-                  np.ones(S.stage.size), np.ones(S.stage.size))
     gap = _row_values(P, x, u) - S.beta
-    it.s = np.where(S.soft, np.maximum(-gap, 0.0) + 1.0, 1.0)
-    it.t = np.where(S.soft, gap + it.s, np.maximum(gap, 1.0))
-    return it
+    violation = np.zeros(S.n_soft)  # a soft row's slack: 1 beyond its larger violation
+    soft = S.srow >= 0
+    np.maximum.at(violation, S.srow[soft], -gap[soft])
+    s = violation + 1.0
+    t = np.where(soft, gap + _side_slack(P, s), np.maximum(gap, 1.0))
+    return _Iterate(x, u, np.zeros((P.N, P.nx)), t, np.ones(S.stage.size), s, np.ones(S.n_soft))
 
 
 def solve_stage_qp(qp: StageQP, *, x_guess: npt.ArrayLike | None = None, u_guess: npt.ArrayLike | None = None,
@@ -417,9 +477,8 @@ def _update(P: _Problem, it: _Iterate, step: tuple, *, undo: bool, factors: _Fac
     it.u += sign * ap * du
     it.t += sign * ap * dt
     it.lam += sign * ad * dlam
-    soft = P.sides.soft
-    it.s[soft] += sign * ap * ds[soft]
-    it.lam_s[soft] += sign * ad * dlam_s[soft]
+    it.s += sign * ap * ds
+    it.lam_s += sign * ad * dlam_s
 
 
 def _result(P: _Problem, it: _Iterate, status: int, iterations: int, residuals: tuple[float, ...]
@@ -429,7 +488,7 @@ def _result(P: _Problem, it: _Iterate, status: int, iterations: int, residuals: 
     total = P.nsides
     t, lam = np.zeros(total), np.zeros(total)
     t[slots], lam[slots] = it.t, it.lam
-    s, lam_s = np.zeros(total), np.zeros(total)
-    s[slots[S.soft]], lam_s[slots[S.soft]] = it.s[S.soft], it.lam_s[S.soft]
+    s, lam_s = np.zeros(max(P.nsoft, 1)), np.zeros(max(P.nsoft, 1))
+    s[S.srow_slot], lam_s[S.srow_slot] = it.s, it.lam_s
     return StageQPResult(it.x.copy(), it.u[:P.N].copy(), it.pi.copy(), t, lam, s, lam_s, status, iterations,
                          (float(residuals[0]), float(residuals[1]), float(residuals[2])))

@@ -53,7 +53,7 @@ class OCPQPSizes:
     ng, ngN : int
         General rows per stage k < N, and at the terminal stage.
     nsoft : int
-        Soft sides possible (state and general rows, both sides).
+        Rows that may be soft (state and general rows): one slack each, shared by both sides.
     """
 
     N: int
@@ -69,7 +69,8 @@ class OCPQPSizes:
 
     @property
     def nsoft(self) -> int:
-        return 2 * self.N * (self.nbx + self.ng) + 2 * self.ngN
+        """Rows that may be soft (state and general rows): one slack each."""
+        return self.N * (self.nbx + self.ng) + self.ngN
 
 
 def blocks(value: npt.ArrayLike | None, count: int, shape: tuple[int, ...], what: str) -> FloatArray:
