@@ -214,8 +214,9 @@ def _add_controller(sub: "argparse._SubParsersAction[_Parser]") -> None:
         "controller", help="export the real-time-iteration MPC controller as C",
         description="Export the model's default scenario's MPC (options override it) as a C controller: "
                     "NAME_mpc.c, NAME_mpc.h, manifest.json, Makefile (linearise with the integrator's A and B, "
-                    "condense, dual active-set QP, static memory). --check runs it in closed loop against the "
-                    "Python RTIController (and on an emulated Cortex-M4 with --target cortex-m4).")
+                    "the stage-wise QP by an interior point with a Riccati recursion, static memory). --check "
+                    "runs it in closed loop against the Python RTIController (and on an emulated Cortex-M4 with "
+                    "--target cortex-m4).")
     _add_ocp_arguments(ctl)
     ctl.add_argument("--x0", metavar="V1,V2,...", help="initial state of the guess and of the check")
     ctl.add_argument("--hard-x-bounds", action="store_true",
@@ -224,7 +225,7 @@ def _add_controller(sub: "argparse._SubParsersAction[_Parser]") -> None:
     ctl.add_argument("--slack-l2", type=_positive_float, help="L2 weight of the slacks (default 1e2)")
     ctl.add_argument("--real", choices=REALS, default="double")
     ctl.add_argument("--qp", choices=CONTROLLER_QPS, default=CONTROLLER_QPS[0],
-                     help="QP solver of the C (condensed dual active set)")
+                     help="QP solver of the C (the stage-wise QP by an interior point with a Riccati recursion)")
     ctl.add_argument("--target", choices=TARGETS, default="host",
                      help="cortex-m4: cross-compile, report flash/RAM; with --check run on an emulated Cortex-M4")
     ctl.add_argument("--check", action="store_true",

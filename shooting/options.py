@@ -60,5 +60,5 @@ QPSolver = Literal["riccati-ipm", "qrqp", "osqp"]
 QP_SOLVERS: tuple[QPSolver, ...] = get_args(QPSolver)
 
 #: QP solvers of the generated C controller (`shooting.codegen.export_controller`).
-ControllerQP = Literal["dual-active-set"]
+ControllerQP = Literal["riccati-ipm"]
 CONTROLLER_QPS: tuple[ControllerQP, ...] = get_args(ControllerQP)

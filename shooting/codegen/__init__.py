@@ -1,7 +1,7 @@
 """C for microcontrollers: integrator steps and whole MPC controllers as verified, heap-free C99.
 
 `export_controller` turns a `MultipleShootingOCP` into a real-time-iteration
-controller in C (linearisation, condensing, a dual active-set QP; see
+controller in C (linearisation, the stage-wise QP by an interior point with a Riccati recursion; see
 `shooting.codegen.controller`); `load_step` and `load_controller` call the
 generated C from Python (software in the loop). `export_integrator` is the
 integrator pipeline as one call (C files, host and
