@@ -1,0 +1,161 @@
+"""The stage-wise QP solver (interior point, Riccati): its C (double and float) and its numpy twin against Clarabel.
+
+Truth: Clarabel (an interior-point solver in Rust, independent of ours) on the
+same QP written as one sparse problem with explicit slack variables
+(`qp_reference.py`), at tolerances near double rounding; IPOPT for the
+cart-pole's RTI fixed point.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+from qp_reference import random_qp, solve_reference
+
+import shooting
+from shooting.codegen.ocp_qp import HostOCPQP
+from shooting.mpc.rti_stage import StageQPBuilder
+from shooting.qp import OCPQPSizes, StageQP, solve_stage_qp
+
+SEEDS = range(24)
+
+
+def _case(seed: int) -> StageQP:
+    rng = np.random.default_rng(seed)
+    return random_qp(rng, N=[5, 10, 30][seed % 3], nx=3 + seed % 3, nu=1 + seed % 2, general=seed % 2 == 1,
+                     unstable=[0.0, 0.1, 0.3][seed % 3])
+
+
+@pytest.fixture(scope="module")
+def hosts(tmp_path_factory: pytest.TempPathFactory):
+    folder = tmp_path_factory.mktemp("ocp_qp")
+    cache: dict[tuple[OCPQPSizes, str], HostOCPQP] = {}
+
+    def get(sizes: OCPQPSizes, real: str) -> HostOCPQP:
+        if (sizes, real) not in cache:
+            cache[(sizes, real)] = HostOCPQP(folder, sizes, real)  # type: ignore[arg-type]
+        return cache[(sizes, real)]
+
+    return get
+
+
+@pytest.fixture(scope="module")
+def feasible() -> list[tuple[StageQP, object]]:
+    cases = []
+    for seed in SEEDS:
+        qp = _case(seed)
+        ref = solve_reference(qp)
+        if ref.status == "Solved":
+            cases.append((qp, ref))
+    assert len(cases) >= 15  # (the random hard state bounds make some infeasible: those are tested below)
+    return cases
+
+
+def test_double_c_and_twin_solve_random_qps_exactly(hosts, feasible) -> None:
+    """Soft and hard state bounds, general and terminal rows, unstable dynamics: within 1e-7 of Clarabel.
+
+    (Both stop at relative residuals of 1e-10; Clarabel's own tolerance is 1e-12; the inputs are O(1).)
+    """
+    for qp, ref in feasible:
+        twin = solve_stage_qp(qp)
+        c = hosts(qp.sizes, "double").solve(qp)
+        assert twin.status == 0 and c.status == 0, (qp.sizes, twin.message, c.message)
+        np.testing.assert_allclose(twin.u, ref.u, atol=1e-7)
+        np.testing.assert_allclose(twin.x, ref.x, atol=1e-7)
+        # The same method: the same iterates to rounding.
+        assert twin.iterations == c.iterations
+        np.testing.assert_allclose(c.u, twin.u, atol=1e-10)
+
+
+def test_float_c_is_single_precision_accurate(hosts, feasible) -> None:
+    """Float within 1e-2 of Clarabel on every random QP, 1e-4 on those without general rows.
+
+    General rows couple inputs and states; their barrier weights lam/t grow like 1/mu and swamp the other
+    directions of the Riccati factor in single precision (unit roundoff 6e-8): measured worst 3.1e-3 (general
+    rows), 1e-5 (bounds only).
+    """
+    for qp, ref in feasible:
+        f = hosts(qp.sizes, "float").solve(qp)
+        assert f.status == 0, f.message
+        tol = 1e-2 if qp.sizes.ng else 1e-4
+        np.testing.assert_allclose(f.u, ref.u, atol=tol)
+
+
+def test_cartpole_swing_up_qp_at_long_horizons(hosts) -> None:
+    """The RTI QP of an unstable plant at N = 200: double equals IPOPT at the RTI fixed point, float stays
+    accurate (the condensed QP of the first controller lost positive definiteness in float from N = 30)."""
+    model = shooting.load_model("cartpole")
+    scenario = shooting.default_scenario(model).with_changes(horizon=200, soft_x_bounds=True)
+    ocp = shooting.build_ocp(scenario, model)
+    sol = ocp.solve(scenario.x0)
+    assert sol.success
+    builder = StageQPBuilder(ocp)
+    d = ocp.layout.unpack_parameters(ocp.parameters(scenario.x0))
+    qp = builder.with_state(builder.build(sol.x, sol.u, d["x_ref"], d["u_ref"], d["p"], 0.0, np.zeros(1)),
+                            scenario.x0, np.zeros(1))
+    span = float(ocp.u_max[0] - ocp.u_min[0])
+    double = hosts(qp.sizes, "double").solve(qp, x_guess=sol.x, u_guess=sol.u)
+    assert double.status == 0
+    # IPOPT's solution is the fixed point of the RTI: its QP returns it (IPOPT's tolerance 1e-8).
+    assert np.abs(double.u - sol.u).max() / span < 1e-8
+    single = hosts(qp.sizes, "float").solve(qp)
+    assert single.status == 0
+    assert np.abs(single.u - double.u).max() / span < 1e-5  # measured 1e-6
+
+
+def test_warm_start_reaches_the_same_solution_in_fewer_iterations(hosts, feasible) -> None:
+    saved = 0
+    for qp, ref in feasible[:8]:
+        solver = hosts(qp.sizes, "double")
+        cold = solver.solve(qp)
+        nudged = copy.deepcopy(qp)
+        nudged.x0 = qp.x0 + 1e-3  # the next sample: a slightly different state
+        warm = solver.solve(nudged, warm=cold)
+        again = solver.solve(nudged)
+        assert warm.status == 0 and again.status == 0
+        np.testing.assert_allclose(warm.u, again.u, atol=1e-8)
+        saved += again.iterations - warm.iterations
+    assert saved > 0
+
+
+def test_infeasible_not_convex_and_non_finite_are_reported(hosts) -> None:
+    rng = np.random.default_rng(3)
+    qp = random_qp(rng, N=6, nx=3, nu=1)
+    # Hard bounds that x0 already violates at x_1 with inputs too weak to help: no feasible point.
+    bad = copy.deepcopy(qp)
+    bad.soft_bx = [False, False]
+    bad.lbx, bad.ubx = [-1e-3, -1e-3], [1e-3, 1e-3]
+    bad.x0 = np.array([2.0, 0.0, 2.0])
+    assert solve_reference(bad).status != "Solved"
+    for result in (solve_stage_qp(bad), hosts(bad.sizes, "double").solve(bad)):
+        assert result.status == 2, result.message
+    concave = copy.deepcopy(qp)
+    concave.R = -1e6 * np.eye(1)  # beyond what B'PB can make up: the reduced Hessian is indefinite
+    concave.S = np.zeros((1, 3))
+    for result in (solve_stage_qp(concave), hosts(concave.sizes, "double").solve(concave)):
+        assert result.status == 3, result.message
+    broken = copy.deepcopy(qp)
+    broken.b = qp.b.copy()
+    broken.b[2, 1] = np.nan
+    for result in (solve_stage_qp(broken), hosts(broken.sizes, "double").solve(broken)):
+        assert result.status in (2, 4), result.message
+
+
+def test_soft_bounds_are_exact_penalties(hosts) -> None:
+    """With l1 above the bound's multiplier the soft bound holds exactly; with a small l1 it gives way with the
+    slack the closed form of a one-state problem predicts."""
+    # One integrator x+ = x + u, x0 = 0, minimise sum (x - 1)^2 + 0.1 u^2 subject to x <= 0.5 (soft).
+    N = 4
+    base = dict(A=np.ones((N, 1, 1)), B=np.ones((N, 1, 1)), b=np.zeros((N, 1)), Q=2 * np.eye(1),
+                R=0.2 * np.eye(1), Q_N=2 * np.eye(1), x0=np.zeros(1), q=np.full((N + 1, 1), -2.0),
+                r=np.zeros((N, 1)), idxbx=[0], lbx=[-np.inf], ubx=[0.5], soft_bx=[True])
+    exact = StageQP(**base, l1=100.0, l2=1.0)
+    loose = StageQP(**base, l1=0.0, l2=1.0)
+    for qp in (exact, loose):
+        ref = solve_reference(qp)
+        for result in (solve_stage_qp(qp), hosts(qp.sizes, "double").solve(qp)):
+            np.testing.assert_allclose(result.x, ref.x, atol=1e-8)
+    assert np.abs(solve_stage_qp(exact).x[1:, 0] - 0.5).max() < 1e-8
+    assert solve_stage_qp(loose).x[1:, 0].max() > 0.5 + 1e-3
