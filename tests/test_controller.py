@@ -333,3 +333,19 @@ def test_quadrotor_point_to_point_on_the_board() -> None:
     run = board_loop(generate_controller(spec, "quadrotor", real="float"), spec, model.x0, 20)
     assert compare_inputs(run.u, u_ref, 5) < 1e-3
     assert np.linalg.norm(run.x[-1, :3]) < np.linalg.norm(model.x0[:3])  # on its way to the origin
+
+
+def test_input_errors_are_measured_on_the_input_range() -> None:
+    """Where every input sits at a zero bound (a fed-batch feed, a heat pump off), an error of 5e-13 is 5e-13 of
+    the range, not 1.0 of the (vanishing) largest input."""
+    from shooting.codegen.controller_check import input_scale
+
+    model = shooting.load_model("cartpole")
+    ocp = shooting.MultipleShootingOCP(model, 5, dt=0.05, u_min=[0.0], u_max=[40.0])
+    spec = controller_spec(ocp, guess=(np.zeros((6, 4)), np.zeros((5, 1))))
+    scale = input_scale(spec)
+    assert scale.tolist() == [40.0]
+    u_ref = np.zeros((5, 1))
+    u = u_ref + 5e-13
+    assert compare_inputs(u, u_ref, 5, scale) == pytest.approx(5e-13 / 40)
+    assert compare_inputs(u, u_ref, 5) > 0.1  # the old measure, relative to the largest input

@@ -347,6 +347,7 @@ class RTIController:
         uba[L.x0_idx] = x
         guess = self._guess
         assert guess is not None
+        self._check_rows(lba, uba)
         args: dict[str, Any] = dict(h=H, g=g, a=A, lba=lba, uba=uba, lbx=ocp.lbx, ubx=ocp.ubx, x0=guess.w)
         if guess.lam_a is not None:
             args.update(lam_a0=guess.lam_a, lam_x0=guess.lam_x)
@@ -356,6 +357,31 @@ class RTIController:
         return (np.array(res["x"]).ravel(), np.array(res["lam_a"]).ravel(), np.array(res["lam_x"]).ravel(),
                 bool(stats.get("success", True)), str(stats.get("return_status", "")),
                 int(stats.get("iter_count", 0)))
+
+    def _check_rows(self, lba: npt.NDArray[np.float64], uba: npt.NDArray[np.float64]) -> None:
+        """A ValueError naming the rows whose bounds are not finite or cross (CasADi's conic would throw)."""
+        bad = np.flatnonzero(~(lba <= uba) | np.isnan(lba) | np.isnan(uba) | (lba == np.inf) | (uba == -np.inf))
+        if not bad.size:
+            return
+        rows = ", ".join(f"{self._row_name(int(r))} [{lba[r]:g}, {uba[r]:g}]" for r in bad[:3])
+        more = f" and {bad.size - 3} more" if bad.size > 3 else ""
+        raise ValueError(f"the RTI's QP is ill-posed: row bounds cross or are not finite: {rows}{more}; the "
+                         f"linearisation at the guess is not finite there (check the model at the guess, or use "
+                         f"qp_solver='riccati-ipm')")
+
+    def _row_name(self, row: int) -> str:
+        """What row `row` of the sparse QP is, in the OCP's terms."""
+        L, names = self.ocp.layout, self.model.state_names
+        for what, idx in (("initial state", L.x0_idx[None, :]), ("dynamics of stage", L.dyn_idx),
+                          ("soft lower bound at stage", L.soft_lo_idx), ("soft upper bound at stage", L.soft_hi_idx)):
+            hit = np.argwhere(idx == row)
+            if hit.size:
+                k, j = (int(v) for v in hit[0])
+                if what == "initial state":
+                    return f"row {row} ({what}, {names[j]})"
+                state = names[j] if "dynamics" in what else names[int(self.ocp.soft_states[j])]
+                return f"row {row} ({what} {k + 1 if 'bound' in what else k}, {state})"
+        return f"row {row}"
 
     def _feedback_stages(self, x: npt.NDArray[np.float64], P: npt.NDArray[np.float64], qp: StageQP
                          ) -> tuple[npt.NDArray[np.float64], None, None, bool, str, int]:
