@@ -163,6 +163,9 @@ def _add_mpc(sub: "argparse._SubParsersAction[_Parser]") -> None:
                           "write --x0=-1,0 when the first is negative)")
     mpc.add_argument("--sim-steps", type=_sim_steps, help="closed-loop steps K")
     mpc.add_argument("--rti", action="store_true", help="real-time iteration controller instead of full solves")
+    mpc.add_argument("--compile-nlp", action=argparse.BooleanOptionalAction, default=None,
+                     help="compile the OCP's NLP functions once per problem into the per-user cache and reuse them "
+                          "(default: on, unless SHOOTING_COMPILE_NLP=0)")
     mpc.add_argument("--noise", type=_nonnegative_float, metavar="STD",
                      help="standard deviation of additive process noise on every state")
     mpc.add_argument("--seed", type=_nonnegative_int, default=0, help="noise seed (default 0)")
@@ -363,7 +366,11 @@ def cmd_mpc(args: argparse.Namespace) -> int:
     changes: dict[str, object] = {}
     if args.x_ref is not None:
         changes["x_ref"] = _parse_vector(args.x_ref, model.nx, "--x-ref", model.name)
-    scenario = _scenario(args, model, changes, ("sim_steps", "hessian"))
+    from shooting.mpc.nlp_cache import compile_nlp_default
+
+    if args.compile_nlp is None:
+        args.compile_nlp = compile_nlp_default(True)
+    scenario = _scenario(args, model, changes, ("sim_steps", "hessian", "compile_nlp"))
     run = run_scenario(scenario, args.out, model=model, rti=args.rti, noise_std=args.noise, seed=args.seed,
                        force=args.force, progress=progress, progress_bar=not args.quiet,
                        metadata={"model": {"spec": args.model}})
