@@ -11,8 +11,14 @@ with Q = Q_terminal = diag(1e3, 1e3, 1e-2, 1e-2), R = diag(1e-2), |F| <= 80 on
 every u_k and |p| <= 2 on x_1..x_N. Every peer states exactly this NLP and
 gets shooting's IPOPT options, warm-start options included (do-mpc keeps its
 own single solver and unshifted warm start); see `bench_mpc_peers.py`.
-In full mode a last table times shooting variants (Gauss-Newton, jit, and
-solver='fatrop') as hints, not targets.
+"shooting (C)" is shooting with ``compile_nlp=True``: its NLP functions
+compiled once per problem into the cache (here a temporary one, empty at the
+start) and loaded by later processes. The script therefore runs twice: this
+process (the first run: its build includes generating C and gcc) and a
+second process on the same cache (the cached run: the build loads the
+library), and prints both side by side with the ratios to Opti measured in
+the same process. In full mode a last table times shooting variants
+(Gauss-Newton, jit, and solver='fatrop') as hints, not targets.
 
 Measured per peer, interleaved over repetitions (best-of and median):
   * build: constructing the solver (not timed into any solve);
@@ -26,7 +32,7 @@ warm-start bookkeeping (shift, set_initial, reading the solution) a user pays
 each step; "ipopt" is IPOPT's own `t_wall_total` (`stats()`).
 
     python scripts/bench_mpc.py            # N = 40 and N = 20, all peers and variants (a few minutes)
-    python scripts/bench_mpc.py --quick    # N = 20, 2 repetitions, main peers (used by the tests)
+    python scripts/bench_mpc.py --quick    # N = 20, 2 repetitions, main peers (used by the tests; ~30 s)
 
 Peers that are not installed are skipped with a line; install them with
 ``pip install do-mpc rockit-meco`` (benchmark-only, not project dependencies).
@@ -37,8 +43,10 @@ current one.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
+import subprocess
 import sys
 import tempfile
 import time
@@ -51,7 +59,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_mpc_peers as peers_mod  # noqa: E402 - needs the script folder on sys.path
-from bench_mpc_peers import Problem, ShootingPeer  # noqa: E402
+from bench_mpc_peers import COMPILED, Problem, ShootingPeer  # noqa: E402
 
 import shooting  # noqa: E402
 
@@ -92,6 +100,12 @@ class Record:
         self.du0 = 0.0  # max |u0 - shooting's u0| over every warm step
         self.dcost_warm = 0.0  # max relative cost deviation from shooting over every warm step
         self.failed: str | None = None
+        self.cache = ""  # shooting (C): how its compiled NLP was obtained ("built", "hit", "fallback")
+
+    def summary(self) -> dict:
+        """Build, cold and warm (closed-loop median) solve times [s], for the first-run/cached-run table."""
+        return {"build": self.build, "cold": med([c.solve for c in self.cold]),
+                "warm": med([w.solve for w in self.warm1 + self.loop]), "cost": self.cold[0].cost, "cache": self.cache}
 
 
 def quiet(fn, *args):
@@ -101,11 +115,12 @@ def quiet(fn, *args):
         return fn(*args)
 
 
-def run_horizon(N: int, reps: int, steps: int, variants: bool, log) -> dict[str, Record]:
+def run_horizon(N: int, reps: int, steps: int, variants: bool, log, only: set[str] | None = None) -> dict[str, Record]:
     model = shooting.load_model("cartpole")
     prob = Problem(model, N, DT, Q, R, Q_TERMINAL, model.x0.copy())
     plant = shooting.build_integrator(model, "rk4", 10, "none")
     peers, skipped = peers_mod.make_peers(prob, variants=variants)
+    peers = [p for p in peers if only is None or p.name in only]
     for line in skipped:
         log(f"  SKIP {line}")
 
@@ -120,6 +135,8 @@ def run_horizon(N: int, reps: int, steps: int, variants: bool, log) -> dict[str,
             log(f"  SKIP {p.name}: {r.failed}")
             continue
         r.build = time.perf_counter() - t
+        report = getattr(getattr(p, "ocp", None), "nlp_cache", None)
+        r.cache = report.status if report is not None else ""
         recs[p.name] = r
 
     # Reference closed loop (shooting): the plant states every peer is given.
@@ -257,20 +274,43 @@ def verdict(ok: bool) -> str:
     return "PASS" if ok else "FAIL"
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="N = 20, 2 repetitions, main peers only (smoke test)")
-    ap.add_argument("--reps", type=int, help="repetitions (default 2 quick, 5 full)")
-    ap.add_argument("--steps", type=int, help="closed-loop warm steps per repetition (default 3 quick, 20 full)")
-    args = ap.parse_args(argv)
-    reps = args.reps or (2 if args.quick else 5)
-    steps = args.steps or (3 if args.quick else 20)
-    horizons = [20] if args.quick else [40, 20]
-    variants = not args.quick
+def cached_run(args: argparse.Namespace, log) -> dict[str, dict[str, dict]]:
+    """The same benchmark in a second process on this process's cache: {N: {peer: summary}}."""
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--cached-run", "--reps", str(args.reps),
+           "--steps", str(args.steps)] + (["--quick"] if args.quick else [])
+    log(f"\n(second process on the same cache: {' '.join(cmd[1:])})")
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+    if proc.returncode != 0:
+        raise RuntimeError(f"the cached run failed: {proc.stderr.strip()[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
-    def log(s: str = "") -> None:
-        print(s, flush=True)
 
+def print_first_and_cached(N: int, first: dict[str, dict], cached: dict[str, dict], log) -> None:
+    """Build, cold and warm solve per peer, first run and cached run side by side, with the ratios to Opti."""
+    log(f"\nFirst run (empty cache) and cached run (a new process), N = {N} (ms; x Opti = / Opti's in the same "
+        f"process; warm = closed-loop median)")
+    log(f"  {'':<14}{'------------- first run -------------':^40} |{'------------ cached run -------------':^41}")
+    cols = f"{'build':>9}{'cold':>8}{'x Opti':>7}{'warm':>8}{'x Opti':>7}"
+    hdr = f"  {'peer':<14}{cols}{'':<1}  |{cols}{'':<1}  cache"
+    log(hdr)
+    log("  " + "-" * (len(hdr) - 2))
+    for name in first:
+        row = f"  {name:<14}"
+        for run in (first, cached):
+            s, o = run.get(name), run.get("Opti")
+            if s is None:
+                row += f"{'-':>39}  |"
+                continue
+            rc = s["cold"] / o["cold"] if o else float("nan")
+            rw = s["warm"] / o["warm"] if o else float("nan")
+            row += f"{ms(s['build']):>9}{ms(s['cold']):>8}{rc:>7.2f}{ms(s['warm']):>8}{rw:>7.2f}   |"
+        caches = [run[name]["cache"] for run in (first, cached) if name in run and run[name]["cache"]]
+        log(row[:-1] + ("  " + " -> ".join(caches) if caches else ""))
+    log(f"  {COMPILED}: compile_nlp=True (built: C generated and compiled by this process; hit: loaded from the "
+        f"cache); shooting: the default (CasADi's SX functions, nothing cached)")
+
+
+def header(horizons: list[int], reps: int, steps: int, log) -> None:
     opts = {**peers_mod.DEFAULT_IPOPT_OPTIONS}
     log("MPC benchmark: acados' cart-pole swing-up, multiple shooting, RK4 x 1 substep, IPOPT")
     log(f"  N = {horizons}, dt = {DT}, x0 = [0, pi, 0, 0] (hanging), x_ref = 0, u_ref = 0")
@@ -288,28 +328,9 @@ def main(argv: list[str] | None = None) -> int:
     if not all(st.values()):
         log(f"  missing peers are skipped; install them with: {peers_mod.INSTALL_HINT}")
 
-    cwd = os.getcwd()
-    results: dict[int, dict[str, Record]] = {}
-    t_start = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="bench_mpc_") as tmp:
-        os.chdir(tmp)  # IPOPT / do-mpc / rockit must not write into the caller's folder
-        try:
-            for N in horizons:
-                log(f"\n=== N = {N} ===")
-                results[N] = recs = run_horizon(N, reps, steps, variants, log)
-                print_tables(N, recs, log)
-                if not args.quick:
-                    log("")
-                    for r in recs.values():
-                        log(f"  {r.name:<14}{r.peer.note}")
-            variant_results = {}
-            if not args.quick:
-                for N in horizons:
-                    variant_results[N] = shooting_variants(N, reps, log)
-        finally:
-            os.chdir(cwd)
 
-    # ------------------------------------------------------------------ verdicts
+def verdicts(results: dict[int, dict[str, Record]], cached: dict[str, dict[str, dict]],
+             variant_results: dict, log) -> None:
     log("\nReference (project owner, this machine): acados SQP (Gauss-Newton, HPIPM), N = 20 cold: ~2.2 ms; "
         "RTI step ~80 us")
     r20 = results[20]
@@ -319,17 +340,23 @@ def main(argv: list[str] | None = None) -> int:
         f"{med([w.solve for w in r20['shooting'].warm1]) / ACADOS_RTI:.0f} x acados RTI")
 
     log("\nTargets:")
-    for N in horizons:
-        recs = results[N]
-        sh = recs["shooting"]
+    for N in results:
+        recs, again = results[N], cached.get(str(N), {})
+        if COMPILED in again and "Opti" in again:
+            a, b = again[COMPILED]["cold"], again["Opti"]["cold"]
+            log(f"  {verdict(a <= 0.5 * b)}  N = {N}: {COMPILED} cold <= 0.5 x Opti cold (cached run, a new "
+                f"process): {ms(a)} vs {ms(b)} ms (ratio {a / b:.2f})")
         if "Opti" in recs:
-            a, b = med([c.solve for c in sh.cold]), med([c.solve for c in recs["Opti"].cold])
-            log(f"  {verdict(a <= 0.5 * b)}  N = {N}: shooting cold <= 0.5 x Opti cold: {ms(a)} vs {ms(b)} ms "
-                f"(ratio {a / b:.2f})")
+            b = med([c.solve for c in recs["Opti"].cold])
+            for name in ("shooting", COMPILED):
+                if name in recs:
+                    a = med([c.solve for c in recs[name].cold])
+                    log(f"        N = {N}: {name} cold, first run: {ms(a)} vs Opti {ms(b)} ms (ratio {a / b:.2f})")
+        sh = recs["shooting"]
         for metric in ("step", "solve"):
             sh_w = med([getattr(w, metric) for w in sh.warm1 + sh.loop])
             others = {n: med([getattr(w, metric) for w in r.warm1 + r.loop]) for n, r in recs.items()
-                      if n != "shooting"}
+                      if not n.startswith("shooting")}
             slower = [n for n, v in others.items() if not sh_w < v]
             what = "whole MPC step" if metric == "step" else "solver call only"
             fastest = min(others, key=others.get) if others else None
@@ -346,8 +373,56 @@ def main(argv: list[str] | None = None) -> int:
     bad = [f"N={N} {n}" for N, rs in results.items() for n, r in rs.items()
            if "colloc" not in n and abs(r.cold[0].cost - rs["shooting"].cold[0].cost) > REL_COST_TOL * abs(
                rs["shooting"].cold[0].cost)]
+    bad += [f"N={N} {n} (cached run)" for N, rs in cached.items() for n, v in rs.items()
+            if abs(v["cost"] - results[int(N)]["shooting"].cold[0].cost) > REL_COST_TOL * abs(v["cost"])]
     log(f"  {verdict(not bad)}  all peers agree on the cold optimal cost to {REL_COST_TOL:g} relative"
         + (f": disagree: {', '.join(bad)}" if bad else ""))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="N = 20, 2 repetitions, main peers only (smoke test)")
+    ap.add_argument("--reps", type=int, help="repetitions (default 2 quick, 5 full)")
+    ap.add_argument("--steps", type=int, help="closed-loop warm steps per repetition (default 3 quick, 20 full)")
+    ap.add_argument("--cached-run", action="store_true", help=argparse.SUPPRESS)  # the second process
+    args = ap.parse_args(argv)
+    args.reps = args.reps or (2 if args.quick else 5)
+    args.steps = args.steps or (3 if args.quick else 20)
+    horizons = [20] if args.quick else [40, 20]
+    variants = not args.quick and not args.cached_run
+
+    def log(s: str = "") -> None:
+        if not args.cached_run:
+            print(s, flush=True)
+
+    header(horizons, args.reps, args.steps, log)
+    cwd = os.getcwd()
+    results: dict[int, dict[str, Record]] = {}
+    t_start = time.perf_counter()
+    only = {"shooting", COMPILED, "Opti"} if args.quick and args.cached_run else None
+    with tempfile.TemporaryDirectory(prefix="bench_mpc_") as tmp:
+        os.chdir(tmp)  # IPOPT / do-mpc / rockit must not write into the caller's folder
+        if not args.cached_run:  # an empty cache of our own: never the user's
+            os.environ["SHOOTING_CACHE_DIR"] = str(Path(tmp) / "cache")
+        try:
+            for N in horizons:
+                log(f"\n=== N = {N} ===")
+                results[N] = recs = run_horizon(N, args.reps, args.steps, variants, log, only)
+                print_tables(N, recs, log)
+                if variants:
+                    log("")
+                    for r in recs.values():
+                        log(f"  {r.name:<14}{r.peer.note}")
+            if args.cached_run:
+                print(json.dumps({N: {n: r.summary() for n, r in recs.items()} for N, recs in results.items()}))
+                return 0
+            cached = cached_run(args, log)
+            for N in horizons:
+                print_first_and_cached(N, {n: r.summary() for n, r in results[N].items()}, cached[str(N)], log)
+            variant_results = {N: shooting_variants(N, args.reps, log) for N in horizons} if variants else {}
+        finally:
+            os.chdir(cwd)
+    verdicts(results, cached, variant_results, log)
     log(f"\ntotal {time.perf_counter() - t_start:.1f} s; load average at end {os.getloadavg()[0]:.2f}")
     return 0
 

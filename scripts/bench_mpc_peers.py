@@ -198,12 +198,12 @@ class _OptiShift:
         for kind, cols in (("x", X), ("u", U)):
             for k, e in enumerate(cols):
                 r, c = ca.jacobian(ca.vec(e), opti.x).sparsity().get_triplet()
-                for i, j in zip(r, c):
+                for i, j in zip(r, c, strict=True):
                     where[j] = (kind, i, k)
         g = opti.g
         jr, jc = ca.jacobian(g, opti.x).sparsity().get_triplet()
         deps: dict[int, list] = {i: [] for i in range(g.numel())}
-        for i, j in zip(jr, jc):
+        for i, j in zip(jr, jc, strict=True):
             if j in where:
                 deps[i].append(where[j])
         init = opti.initial() + opti.value_parameters()
@@ -493,13 +493,21 @@ def peer_status() -> dict[str, str | None]:
     return out
 
 
+#: The label of shooting with ``compile_nlp=True``.
+COMPILED = "shooting (C)"
+
+
 def make_peers(prob: Problem, *, variants: bool) -> tuple[list, list[str]]:
-    """The peers to run (shooting first) and a line per skipped peer.
+    """The peers to run (shooting first, then shooting compiled) and a line per skipped peer.
 
     ``variants`` adds Opti/rockit with ``expand=True`` and do-mpc's collocation.
     """
     status = peer_status()
-    peers: list = [ShootingPeer(prob), OptiPeer(prob)]
+    # shooting as built by default (SX functions), and with compile_nlp=True
+    # (the NLP compiled once into the cache: this process's first build
+    # compiles, a later process loads it).
+    peers: list = [ShootingPeer(prob, compile_nlp=False), ShootingPeer(prob, label=COMPILED, compile_nlp=True),
+                   OptiPeer(prob)]
     if variants:
         peers.append(OptiPeer(prob, expand=True))
     skipped = []

@@ -366,14 +366,23 @@ def cmd_mpc(args: argparse.Namespace) -> int:
     changes: dict[str, object] = {}
     if args.x_ref is not None:
         changes["x_ref"] = _parse_vector(args.x_ref, model.nx, "--x-ref", model.name)
-    from shooting.mpc.nlp_cache import compile_nlp_default
+    import warnings
+
+    from shooting.mpc.nlp_cache import NLPCacheWarning, compile_nlp_default
 
     if args.compile_nlp is None:
         args.compile_nlp = compile_nlp_default(True)
     scenario = _scenario(args, model, changes, ("sim_steps", "hessian", "compile_nlp"))
-    run = run_scenario(scenario, args.out, model=model, rti=args.rti, noise_std=args.noise, seed=args.seed,
-                       force=args.force, progress=progress, progress_bar=not args.quiet,
-                       metadata={"model": {"spec": args.model}})
+    with warnings.catch_warnings(record=True) as caught:  # the cache's fallback: one line, not a Python warning
+        warnings.simplefilter("always", NLPCacheWarning)
+        run = run_scenario(scenario, args.out, model=model, rti=args.rti, noise_std=args.noise, seed=args.seed,
+                           force=args.force, progress=progress, progress_bar=not args.quiet,
+                           metadata={"model": {"spec": args.model}})
+    for w in caught:
+        if issubclass(w.category, NLPCacheWarning):
+            print(f"shooting-codegen: warning: {w.message} (--no-compile-nlp: not tried)", file=sys.stderr)
+        else:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     for line in run.lines:
         print(line)
     for line in run.problems:

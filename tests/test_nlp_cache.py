@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 import shooting
+from shooting.mpc import nlp_cache
 from shooting.mpc.nlp_cache import NLPCacheWarning, compile_nlp_default
 from shooting.mpc.nlp_compile import compiler_identity
 
@@ -321,6 +322,17 @@ def test_no_compiler_a_failing_or_a_slow_one_falls_back(cache, tmp_path, monkeyp
     np.testing.assert_allclose(ocp.solve(model.x0).x, reference.x, atol=1e-12)
 
 
+def test_an_nlp_too_large_to_compile_is_solved_uncompiled_without_a_warning(cache, monkeypatch):
+    monkeypatch.setattr(nlp_cache, "MAX_INSTRUCTIONS", 100)  # the limit, scaled down to a small problem
+    model = shooting.load_model("pendulum")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ocp = shooting.MultipleShootingOCP(model, 5, dt=0.05, compile_nlp=True)
+    assert ocp.nlp_cache.status == "fallback" and "too large to compile" in ocp.nlp_cache.reason
+    assert entries(cache) == [] and not ocp.nlp_solver.get_function("nlp_hess_l").is_a("External")
+    np.testing.assert_allclose(ocp.solve(model.x0).x, sx_solution({**SPEC, "horizon": 5, "Q": None}).x, atol=1e-12)
+
+
 def test_concurrent_builds_of_one_key_both_succeed(cache):
     procs = [child(cache), child(cache)]  # both miss and compile at once; one publishes, both work
     got = [result(p) for p in procs]
@@ -350,6 +362,15 @@ def test_cli_mpc_uses_the_cache_unless_told_not_to(cache, tmp_path):
     a = json.loads((tmp_path / "a" / "trajectory.json").read_text())
     b = json.loads((tmp_path / "b" / "trajectory.json").read_text())
     np.testing.assert_allclose(a["x"], b["x"], atol=1e-7)
+    blocked = tmp_path / "a_file"
+    blocked.write_text("")
+    warned = subprocess.run([sys.executable, "-m", "shooting.cli", *args, "--out", "w"], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "SHOOTING_CACHE_DIR": str(blocked / "cache")})
+    assert warned.returncode == 0 and (tmp_path / "w" / "trajectory.json").is_file()
+    assert warned.stderr.startswith("shooting-codegen: warning: the NLP is solved without compiled functions: "
+                                    "cannot write the cache directory")
+    assert len(warned.stderr.strip().splitlines()) == 1, warned.stderr
     bad = subprocess.run([sys.executable, "-m", "shooting.cli", *args, "--out", "c"], cwd=tmp_path,
                          capture_output=True, text=True, timeout=300, env={**os.environ, "SHOOTING_COMPILE_NLP": "x"})
     assert bad.returncode == 2 and "SHOOTING_COMPILE_NLP" in bad.stderr and "Traceback" not in bad.stderr

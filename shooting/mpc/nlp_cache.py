@@ -52,7 +52,7 @@ from typing import Any, Literal
 import casadi as ca
 import numpy as np
 
-from shooting.mpc.nlp_compile import CompileError, compile_library, compiler_identity
+from shooting.mpc.nlp_compile import MAX_INSTRUCTIONS, CompileError, compile_library, compiler_identity, instructions
 
 __all__ = [
     "CACHE_DIR_ENV",
@@ -391,6 +391,10 @@ class NLPCache:
             The compiled oracle, or None after a fallback (see `report`).
         """
         if not self.key and not self._compute_key():
+            return None
+        size = sum(instructions(fn) for fn in (self.oracle, *functions.values()))
+        if size > MAX_INSTRUCTIONS:  # a documented limit, not a fault: reported, no warning
+            self._done("fallback", None, f"too large to compile ({size} SX instructions, limit {MAX_INSTRUCTIONS})")
             return None
         try:
             self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
