@@ -506,8 +506,10 @@ def make_peers(prob: Problem, *, variants: bool) -> tuple[list, list[str]]:
     # shooting as built by default (SX functions), and with compile_nlp=True
     # (the NLP compiled once into the cache: this process's first build
     # compiles, a later process loads it).
-    peers: list = [ShootingPeer(prob, compile_nlp=False), ShootingPeer(prob, label=COMPILED, compile_nlp=True),
-                   OptiPeer(prob)]
+    compiled = ShootingPeer(prob, label=COMPILED, compile_nlp=True)
+    compiled.note = ("the same NLP with compile_nlp=True: its functions compiled by gcc into the cache (this process "
+                     "builds the entry, a later one loads it)")
+    peers: list = [ShootingPeer(prob, compile_nlp=False), compiled, OptiPeer(prob)]
     if variants:
         peers.append(OptiPeer(prob, expand=True))
     skipped = []

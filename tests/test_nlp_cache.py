@@ -297,6 +297,18 @@ def test_an_entry_writable_by_others_is_not_loaded(cache):
     assert _library(entry).stat().st_mode & 0o022 == 0
 
 
+def _processes_inside(folder: Path) -> list[str]:
+    """Processes whose working directory lies in `folder` (deleted or not), from /proc (Linux; else none)."""
+    found = []
+    for cwd in Path("/proc").glob("[0-9]*/cwd"):
+        try:
+            if os.readlink(cwd).startswith(str(folder)):
+                found.append(cwd.parent.name)
+        except OSError:
+            continue
+    return found
+
+
 def test_no_compiler_a_failing_or_a_slow_one_falls_back(cache, tmp_path, monkeypatch):
     model = shooting.load_model("pendulum")
     reference = shooting.MultipleShootingOCP(model, 5, dt=0.05, compile_nlp=False).solve(model.x0)
@@ -306,6 +318,7 @@ def test_no_compiler_a_failing_or_a_slow_one_falls_back(cache, tmp_path, monkeyp
     assert ocp.nlp_cache.status == "fallback" and not ocp.nlp_solver.get_function("nlp_hess_l").is_a("External")
     np.testing.assert_allclose(ocp.solve(model.x0).x, reference.x, atol=1e-12)
     assert entries(cache) == []  # the killed build left nothing behind
+    assert not _processes_inside(cache)  # ... and no compiler running on
     monkeypatch.delenv("SHOOTING_TOOL_TIMEOUT")
     _copied_gcc(tmp_path / "broken_bin")  # a real gcc driver that cannot find its compiler proper
     monkeypatch.setenv("PATH", f"{tmp_path / 'broken_bin'}:{os.environ['PATH']}")
