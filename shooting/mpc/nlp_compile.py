@@ -19,6 +19,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import casadi as ca
@@ -29,11 +30,14 @@ __all__ = ["MAX_INSTRUCTIONS", "NLP_CFLAGS", "CompileError", "compile_library", 
 #: N = 20 evaluates its Hessian 7x faster than CasADi's SX virtual machine at
 #: -O1 and 2x at -O0; -O2 is no faster than -O1 and compiles 1.5x longer.
 NLP_CFLAGS = ("-O1", "-fPIC")
-#: A function of more SX instructions is compiled at -O0 instead: gcc -O1
-#: takes about 70 us and -O0 about 28 us of CPU per instruction (the
-#: cart-pole's Hessian at N = 80, 117k instructions: 8.3 s and 3.3 s), and
-#: about 4.6 kB of memory at either level.
-O1_LIMIT = 150_000
+#: A function of more SX instructions is compiled at -O0 instead. gcc -O0
+#: takes about 28 us of CPU and 4.6 kB of memory per instruction, steadily;
+#: -O1 from 70 us (the cart-pole's Hessian at N = 80: 117k instructions,
+#: 8.3 s) to 370 us (the double pendulum's at N = 3: 137k instructions, 51 s),
+#: its register allocation growing with the values alive at once.
+O1_LIMIT = 60_000
+#: A function whose -O1 compile runs longer than this [s] is compiled at -O0.
+O1_SECONDS = 30.0
 #: An NLP of more instructions (all its functions) is not compiled at all:
 #: gcc would need minutes and gigabytes (the double pendulum's default
 #: scenario, 3.3M instructions, ran past 10 minutes and 3 GB).
@@ -68,7 +72,7 @@ def _gcc() -> str:
 
 @functools.cache
 def _identity(path: str, size: int, mtime_ns: int) -> str:
-    return f"{path} {size} {mtime_ns} {' '.join(NLP_CFLAGS)} -O0 above {O1_LIMIT}"
+    return f"{path} {size} {mtime_ns} {' '.join(NLP_CFLAGS)} -O0 above {O1_LIMIT} or {O1_SECONDS:g} s"
 
 
 def instructions(fn: ca.Function) -> int:
@@ -95,20 +99,44 @@ def compiler_identity() -> str:
     return _identity(real, st.st_size, st.st_mtime_ns)
 
 
-def _kill(procs: list[subprocess.Popen[bytes]]) -> None:
-    for proc in procs:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-    for proc in procs:
-        proc.wait()
+@dataclass
+class _Job:
+    """One compiler run: its command, weight (instructions) and, for -O1, the -O0 command to fall back to."""
+
+    cmd: list[str]
+    weight: int
+    fallback: list[str] | None = None
+    proc: subprocess.Popen[bytes] | None = None
+    log: Path | None = None
+    started: float = 0.0
+
+    def start(self, cwd: Path, n: int) -> None:
+        self.log = cwd / f"{n}.log"
+        with open(self.log, "wb") as err:
+            self.proc = subprocess.Popen(self.cmd, cwd=cwd, stdin=subprocess.DEVNULL, stdout=err,
+                                         stderr=subprocess.STDOUT, start_new_session=True)
+        self.started = time.monotonic()
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+    def error(self) -> str:
+        assert self.log is not None and self.proc is not None
+        text = self.log.read_text(encoding="utf-8", errors="replace")
+        lines = [line for line in text.splitlines() if "error" in line.lower()] or text.splitlines()
+        return lines[0].strip()[:200] if lines else f"exit status {self.proc.returncode}"
 
 
-def _run_all(commands: list[tuple[list[str], int]], cwd: Path, timeout: float) -> None:
-    """Run `commands` (each with its weight: instructions) to completion, all within `timeout` seconds.
+def _run_all(jobs: list[_Job], cwd: Path, timeout: float) -> None:
+    """Run `jobs` to completion, all within `timeout` seconds.
 
     The heaviest start first; more run at once while their weights total at
     most `PARALLEL_INSTRUCTIONS` (one runs alone whatever its weight), up to
-    `MAX_JOBS` and the CPUs.
+    `MAX_JOBS` and the CPUs. A job with a fallback that runs past
+    `O1_SECONDS` is killed and replaced by its fallback.
 
     Raises
     ------
@@ -116,33 +144,33 @@ def _run_all(commands: list[tuple[list[str], int]], cwd: Path, timeout: float) -
         A command that fails (with the first error line) or the time running out.
     """
     deadline = time.monotonic() + timeout
-    pending = sorted(commands, key=lambda c: -c[1])
-    running: list[tuple[subprocess.Popen[bytes], Path, int]] = []
-    jobs = max(1, min(MAX_JOBS, os.cpu_count() or 1))
+    pending = sorted(jobs, key=lambda job: -job.weight)
+    running: list[_Job] = []
+    slots = max(1, min(MAX_JOBS, os.cpu_count() or 1))
     try:
         while pending or running:
-            while pending and len(running) < jobs and (
-                    not running or sum(r[2] for r in running) + pending[0][1] <= PARALLEL_INSTRUCTIONS):
-                cmd, weight = pending.pop(0)
-                log = cwd / f"{len(pending)}.log"
-                with open(log, "wb") as err:
-                    running.append((subprocess.Popen(cmd, cwd=cwd, stdin=subprocess.DEVNULL, stdout=err,
-                                                     stderr=subprocess.STDOUT, start_new_session=True), log, weight))
-            for proc, log, weight in list(running):
-                if proc.poll() is None:
+            while pending and len(running) < slots and (
+                    not running or sum(job.weight for job in running) + pending[0].weight <= PARALLEL_INSTRUCTIONS):
+                running.append(pending.pop(0))
+                running[-1].start(cwd, len(pending) + len(running))
+            for job in list(running):
+                assert job.proc is not None
+                if job.proc.poll() is None:
+                    if job.fallback is not None and time.monotonic() - job.started > O1_SECONDS:
+                        job.kill()  # -O1 register allocation gone quadratic: -O0 instead
+                        job.cmd, job.fallback = job.fallback, None
+                        job.start(cwd, len(pending) + len(running))
                     continue
-                running.remove((proc, log, weight))
-                if proc.returncode != 0:
-                    text = log.read_text(encoding="utf-8", errors="replace")
-                    lines = [line for line in text.splitlines() if "error" in line.lower()] or text.splitlines()
-                    first = lines[0].strip()[:200] if lines else f"exit status {proc.returncode}"
-                    raise CompileError(f"gcc failed on the NLP's C: {first}")
+                running.remove(job)
+                if job.proc.returncode != 0:
+                    raise CompileError(f"gcc failed on the NLP's C: {job.error()}")
             if time.monotonic() > deadline:
                 raise CompileError(f"gcc timed out after {timeout:g} s compiling the NLP (killed; "
                                    f"SHOOTING_TOOL_TIMEOUT sets the limit)")
             time.sleep(0.01)
     finally:  # an error, a timeout or Ctrl-C: no compiler outlives the call
-        _kill([proc for proc, _, _ in running])
+        for job in running:
+            job.kill()
 
 
 def _version(gcc: str) -> str:
@@ -187,10 +215,14 @@ def compile_library(functions: Mapping[str, ca.Function], library: Path) -> str:
         sources.append((source, instructions(fn)))
     timeout = _timeout()
     start = time.monotonic()
-    _run_all([([gcc, "-c", *NLP_CFLAGS, *(["-O0"] if n > O1_LIMIT else []), s, "-o", s[:-2] + ".o"], n)
-              for s, n in sources], folder, timeout)
+    jobs = []
+    for source, n in sources:
+        cmd = [gcc, "-c", *NLP_CFLAGS, source, "-o", source[:-2] + ".o"]
+        at_o0 = [*cmd[:-3], "-O0", *cmd[-3:]]  # the last -O wins
+        jobs.append(_Job(at_o0, n) if n > O1_LIMIT else _Job(cmd, n, at_o0))
+    _run_all(jobs, folder, timeout)
     objects = [s[:-2] + ".o" for s, _ in sources]
-    _run_all([([gcc, "-shared", *NLP_CFLAGS, *objects, "-o", library.name, "-lm"], 0)], folder,
+    _run_all([_Job([gcc, "-shared", *NLP_CFLAGS, *objects, "-o", library.name, "-lm"], 0)], folder,
              max(1.0, timeout - (time.monotonic() - start)))
     for name in (*(s for s, _ in sources), *objects, *(p.name for p in folder.glob("*.log"))):
         with contextlib.suppress(OSError):
