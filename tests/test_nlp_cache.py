@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import shooting
-from shooting.mpc import nlp_cache, nlp_compile
+from shooting.mpc import nlp_cache
 from shooting.mpc.nlp_cache import NLPCacheWarning, compile_nlp_default
 from shooting.mpc.nlp_compile import compiler_identity
 
@@ -344,18 +344,6 @@ def test_an_nlp_too_large_to_compile_is_solved_uncompiled_without_a_warning(cach
     assert ocp.nlp_cache.status == "fallback" and "too large to compile" in ocp.nlp_cache.reason
     assert entries(cache) == [] and not ocp.nlp_solver.get_function("nlp_hess_l").is_a("External")
     np.testing.assert_allclose(ocp.solve(model.x0).x, sx_solution({**SPEC, "horizon": 5, "Q": None}).x, atol=1e-12)
-
-
-def test_a_slow_optimising_compile_is_redone_at_o0(cache, monkeypatch):
-    """gcc -O1 past its time budget (here: at once) is killed and the function compiled at -O0 instead."""
-    monkeypatch.setattr(nlp_compile, "O1_SECONDS", 0.0)
-    model = shooting.load_model("pendulum")
-    ocp = shooting.MultipleShootingOCP(model, 5, dt=0.05, Q=[10.0, 1.0], compile_nlp=True)
-    assert ocp.nlp_cache.status == "built" and ocp.nlp_solver.get_function("nlp_hess_l").is_a("External")
-    assert not _processes_inside(cache)
-    got = ocp.solve(model.x0)
-    ref = sx_solution({**SPEC, "horizon": 5})
-    np.testing.assert_allclose(got.x, ref.x, atol=1e-7)
 
 
 def test_concurrent_builds_of_one_key_both_succeed(cache):

@@ -26,22 +26,20 @@ import casadi as ca
 
 __all__ = ["MAX_INSTRUCTIONS", "NLP_CFLAGS", "CompileError", "compile_library", "compiler_identity", "instructions"]
 
-#: Optimisation of the compiled NLP functions. The NLP of the cart-pole at
-#: N = 20 evaluates its Hessian 7x faster than CasADi's SX virtual machine at
-#: -O1 and 2x at -O0; -O2 is no faster than -O1 and compiles 1.5x longer.
+#: Optimisation of the compiled NLP functions. The cart-pole's Hessian of the
+#: Lagrangian evaluates 2.8x faster than in CasADi's SX virtual machine at
+#: N = 20 and 40, 1.5x at N = 80 (straight-line code of megabytes runs at
+#: the speed of fetching it); -O2 is no faster and compiles 1.5x longer;
+#: -O0 is 2x faster at N = 20 but 1.3x slower than the virtual machine at
+#: N = 80, so it is never used.
 NLP_CFLAGS = ("-O1", "-fPIC")
-#: A function of more SX instructions is compiled at -O0 instead. gcc -O0
-#: takes about 28 us of CPU and 4.6 kB of memory per instruction, steadily;
-#: -O1 from 70 us (the cart-pole's Hessian at N = 80: 117k instructions,
-#: 8.3 s) to 370 us (the double pendulum's at N = 3: 137k instructions, 51 s),
-#: its register allocation growing with the values alive at once.
-O1_LIMIT = 60_000
-#: A function whose -O1 compile runs longer than this [s] is compiled at -O0.
-O1_SECONDS = 30.0
-#: An NLP of more instructions (all its functions) is not compiled at all:
-#: gcc would need minutes and gigabytes (the double pendulum's default
-#: scenario, 3.3M instructions, ran past 10 minutes and 3 GB).
-MAX_INSTRUCTIONS = 600_000
+#: An NLP of more SX instructions (all its functions) is not compiled: gcc
+#: -O1 takes 70 us (the cart-pole) to 370 us (the double pendulum, whose
+#: register allocation grows with the values alive at once) of CPU and about
+#: 4.6 kB of memory per instruction, so up to 3 minutes and 2.3 GB here (the
+#: double pendulum's default scenario, 3.3M instructions, ran past 10 minutes
+#: and 3 GB before this limit).
+MAX_INSTRUCTIONS = 500_000
 #: Compilers run at once only while their functions total at most this many
 #: instructions (about 1.4 GB of compiler memory), and never more than `MAX_JOBS`.
 PARALLEL_INSTRUCTIONS = 300_000
@@ -72,7 +70,7 @@ def _gcc() -> str:
 
 @functools.cache
 def _identity(path: str, size: int, mtime_ns: int) -> str:
-    return f"{path} {size} {mtime_ns} {' '.join(NLP_CFLAGS)} -O0 above {O1_LIMIT} or {O1_SECONDS:g} s"
+    return f"{path} {size} {mtime_ns} {' '.join(NLP_CFLAGS)}"
 
 
 def instructions(fn: ca.Function) -> int:
@@ -101,21 +99,18 @@ def compiler_identity() -> str:
 
 @dataclass
 class _Job:
-    """One compiler run: its command, weight (instructions) and, for -O1, the -O0 command to fall back to."""
+    """One compiler run: its command, weight (instructions), process and log."""
 
     cmd: list[str]
     weight: int
-    fallback: list[str] | None = None
     proc: subprocess.Popen[bytes] | None = None
     log: Path | None = None
-    started: float = 0.0
 
     def start(self, cwd: Path, n: int) -> None:
         self.log = cwd / f"{n}.log"
         with open(self.log, "wb") as err:
             self.proc = subprocess.Popen(self.cmd, cwd=cwd, stdin=subprocess.DEVNULL, stdout=err,
                                          stderr=subprocess.STDOUT, start_new_session=True)
-        self.started = time.monotonic()
 
     def kill(self) -> None:
         if self.proc is not None:
@@ -135,8 +130,7 @@ def _run_all(jobs: list[_Job], cwd: Path, timeout: float) -> None:
 
     The heaviest start first; more run at once while their weights total at
     most `PARALLEL_INSTRUCTIONS` (one runs alone whatever its weight), up to
-    `MAX_JOBS` and the CPUs. A job with a fallback that runs past
-    `O1_SECONDS` is killed and replaced by its fallback.
+    `MAX_JOBS` and the CPUs.
 
     Raises
     ------
@@ -156,10 +150,6 @@ def _run_all(jobs: list[_Job], cwd: Path, timeout: float) -> None:
             for job in list(running):
                 assert job.proc is not None
                 if job.proc.poll() is None:
-                    if job.fallback is not None and time.monotonic() - job.started > O1_SECONDS:
-                        job.kill()  # -O1 register allocation gone quadratic: -O0 instead
-                        job.cmd, job.fallback = job.fallback, None
-                        job.start(cwd, len(pending) + len(running))
                     continue
                 running.remove(job)
                 if job.proc.returncode != 0:
@@ -215,12 +205,8 @@ def compile_library(functions: Mapping[str, ca.Function], library: Path) -> str:
         sources.append((source, instructions(fn)))
     timeout = _timeout()
     start = time.monotonic()
-    jobs = []
-    for source, n in sources:
-        cmd = [gcc, "-c", *NLP_CFLAGS, source, "-o", source[:-2] + ".o"]
-        at_o0 = [*cmd[:-3], "-O0", *cmd[-3:]]  # the last -O wins
-        jobs.append(_Job(at_o0, n) if n > O1_LIMIT else _Job(cmd, n, at_o0))
-    _run_all(jobs, folder, timeout)
+    _run_all([_Job([gcc, "-c", *NLP_CFLAGS, source, "-o", source[:-2] + ".o"], n) for source, n in sources],
+             folder, timeout)
     objects = [s[:-2] + ".o" for s, _ in sources]
     _run_all([_Job([gcc, "-shared", *NLP_CFLAGS, *objects, "-o", library.name, "-lm"], 0)], folder,
              max(1.0, timeout - (time.monotonic() - start)))

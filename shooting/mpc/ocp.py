@@ -125,8 +125,8 @@ class MultipleShootingOCP:
     compile_nlp : bool or None, default None
         Compile the NLP functions once per problem (seconds of gcc), keep the
         library in the per-user cache and reuse it in later processes, which
-        then skip the symbolic derivatives too; see `nlp_cache`. None: as
-        ``$SHOOTING_COMPILE_NLP`` says (off when unset).
+        then skip the symbolic derivatives too (`shooting.mpc.nlp_cache`).
+        None: as ``$SHOOTING_COMPILE_NLP`` says (off when unset).
 
     Attributes
     ----------
