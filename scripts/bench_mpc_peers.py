@@ -493,8 +493,12 @@ def peer_status() -> dict[str, str | None]:
     return out
 
 
+#: The label of shooting with ``compile_nlp=True``.
+COMPILED = "shooting (C)"
+
+
 def make_peers(prob: Problem, *, variants: bool) -> tuple[list, list[str]]:
-    """The peers to run (shooting first) and a line per skipped peer.
+    """The peers to run (shooting first, then shooting compiled) and a line per skipped peer.
 
     ``variants`` adds Opti/rockit with ``expand=True`` and do-mpc's collocation.
     """
@@ -502,7 +506,13 @@ def make_peers(prob: Problem, *, variants: bool) -> tuple[list, list[str]]:
         return [ShootingPeer(prob)], [f"Opti, do-mpc, rockit: model {prob.model.name} has algebraic states, which "
                                       f"this benchmark's peer formulations (an ODE stepped by RK4) do not state"]
     status = peer_status()
-    peers: list = [ShootingPeer(prob), OptiPeer(prob)]
+    # shooting as built by default (SX functions), and with compile_nlp=True
+    # (the NLP compiled once into the cache: this process's first build
+    # compiles, a later process loads it).
+    compiled = ShootingPeer(prob, label=COMPILED, compile_nlp=True)
+    compiled.note = ("the same NLP with compile_nlp=True: its functions compiled by gcc into the cache (this process "
+                     "builds the entry, a later one loads it)")
+    peers: list = [ShootingPeer(prob, compile_nlp=False), compiled, OptiPeer(prob)]
     if variants:
         peers.append(OptiPeer(prob, expand=True))
     skipped = []

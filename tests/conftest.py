@@ -32,3 +32,12 @@ def forced() -> shooting.Model:
 def evaluate(F: ca.Function, **kw) -> dict[str, np.ndarray]:
     """Call a Function by keyword and return numpy arrays (dense, 2-D)."""
     return {k: np.array(ca.densify(v)) for k, v in F(**kw).items()}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_nlp_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The suite never writes into the user's ~/.cache: one cache folder for the session (tests that test the
+    cache set their own)."""
+    import os
+
+    os.environ.setdefault("SHOOTING_CACHE_DIR", str(tmp_path_factory.mktemp("nlp_cache")))

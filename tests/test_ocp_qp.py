@@ -12,9 +12,9 @@ import copy
 
 import numpy as np
 import pytest
-from qp_reference import random_qp, solve_reference
 
 import shooting
+from qp_reference import random_qp, solve_reference
 from shooting.codegen.ocp_qp import HostOCPQP
 from shooting.mpc.rti_stage import StageQPBuilder
 from shooting.qp import OCPQPSizes, StageQP, solve_stage_qp
@@ -107,7 +107,7 @@ def test_cartpole_swing_up_qp_at_long_horizons(hosts) -> None:
 
 def test_warm_start_reaches_the_same_solution_in_fewer_iterations(hosts, feasible) -> None:
     saved = 0
-    for qp, ref in feasible[:8]:
+    for qp, _ref in feasible[:8]:
         solver = hosts(qp.sizes, "double")
         cold = solver.solve(qp)
         nudged = copy.deepcopy(qp)

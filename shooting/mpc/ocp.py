@@ -36,6 +36,7 @@ from shooting.integrate.integrator import HOST_UNROLL_STEPS, build_integrator
 from shooting.model import Model
 from shooting.mpc.algebraic import ALGEBRAIC_TOLERANCE, algebraic_bound_rows, algebraic_residual
 from shooting.mpc.layout import ShootingLayout
+from shooting.mpc.nlp_cache import NLPCacheReport
 from shooting.mpc.problem import (
     Constraints,
     OCPProblem,
@@ -121,6 +122,11 @@ class MultipleShootingOCP:
     jit : bool, default False
         Compile the NLP functions with the system C compiler at build time
         (tens of seconds of gcc; faster function evaluations).
+    compile_nlp : bool or None, default None
+        Compile the NLP functions once per problem (seconds of gcc), keep the
+        library in the per-user cache and reuse it in later processes, which
+        then skip the symbolic derivatives too (`shooting.mpc.nlp_cache`).
+        None: as ``$SHOOTING_COMPILE_NLP`` says (off when unset).
 
     Attributes
     ----------
@@ -177,6 +183,7 @@ class MultipleShootingOCP:
         solver: NLPSolver = "ipopt",
         solver_options: Mapping[str, object] | None = None,
         jit: bool = False,
+        compile_nlp: bool | None = None,
     ) -> None:
         problem = OCPProblem(
             horizon=horizon, dt=dt, method=method, steps=steps,
@@ -185,7 +192,8 @@ class MultipleShootingOCP:
             constraints=Constraints(x_min=x_min, x_max=x_max, u_min=u_min, u_max=u_max,
                                     path_constraints=path_constraints, terminal_constraints=terminal_constraints,
                                     soft_x_bounds=soft_x_bounds, slack_l1=slack_l1, slack_l2=slack_l2),
-            solver=SolverSettings(solver=solver, hessian=hessian, solver_options=solver_options, jit=jit),
+            solver=SolverSettings(solver=solver, hessian=hessian, solver_options=solver_options, jit=jit,
+                                  compile_nlp=compile_nlp),
         )
         self._setup(model, problem)
 
@@ -360,6 +368,11 @@ class MultipleShootingOCP:
     def nlp_solver(self) -> ca.Function:
         """The CasADi ``nlpsol`` used for cold solves."""
         return self._solvers.cold
+
+    @property
+    def nlp_cache(self) -> NLPCacheReport | None:
+        """How the compiled NLP functions were obtained (`NLPCacheReport`); None without ``compile_nlp``."""
+        return self._solvers.cache
 
     @property
     def warm_nlp_solver(self) -> ca.Function:

@@ -165,13 +165,21 @@ class SolverSettings:
     solver_options : mapping, optional
         Passed to ``casadi.nlpsol`` over the defaults (e.g. ``{"ipopt.tol": 1e-10}``).
     jit : bool, default False
-        Compile the NLP functions with the system C compiler at build time.
+        Compile the NLP functions with the system C compiler at build time,
+        in every process (CasADi's jit).
+    compile_nlp : bool or None, default None
+        Compile the NLP functions once per problem into the per-user cache
+        and reuse them in later processes (`shooting.mpc.nlp_cache`); None
+        reads ``$SHOOTING_COMPILE_NLP`` (off when unset, and with `jit`).
+        Falls back to the uncompiled functions, with a warning, when there is
+        no compiler or no writable cache.
     """
 
     solver: NLPSolver = "ipopt"
     hessian: Hessian = "exact"
     solver_options: Mapping[str, object] | None = None
     jit: bool = False
+    compile_nlp: bool | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "solver", _validate.choice(self.solver, NLP_SOLVERS, "solver"))
@@ -181,6 +189,11 @@ class SolverSettings:
                              f"{type(self.solver_options).__name__}")
         object.__setattr__(self, "solver_options", dict(self.solver_options or {}))
         object.__setattr__(self, "jit", _validate.flag(self.jit, "jit"))
+        if self.compile_nlp is not None:
+            object.__setattr__(self, "compile_nlp", _validate.flag(self.compile_nlp, "compile_nlp"))
+        if self.jit and self.compile_nlp:
+            raise ValueError("jit=True and compile_nlp=True both compile the NLP (jit in every process, compile_nlp "
+                             "once into the cache): choose one")
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)

@@ -17,6 +17,7 @@ import casadi as ca
 import numpy as np
 import numpy.typing as npt
 
+from shooting.mpc.nlp_cache import NLPCache, NLPCacheReport, compile_nlp_default
 from shooting.mpc.problem import SolverSettings
 
 __all__ = ["DEFAULT_FATROP_OPTIONS", "DEFAULT_IPOPT_OPTIONS", "WARM_START_OPTIONS", "NLPSolvers"]
@@ -57,6 +58,11 @@ WARM_START_OPTIONS: dict[str, object] = {
 class NLPSolvers:
     """The cold and warm ``casadi.nlpsol`` instances of one NLP.
 
+    With ``settings.compile_nlp`` (or ``$SHOOTING_COMPILE_NLP`` when it is
+    None) both are built on the NLP's functions compiled once per problem and
+    kept in the per-user cache (`shooting.mpc.nlp_cache`); when that is not
+    possible, on the SX functions as without it.
+
     Parameters
     ----------
     nlp : dict
@@ -71,20 +77,56 @@ class NLPSolvers:
     ----------
     cold, warm : casadi.Function
         The same object when the solver has no warm-start options (fatrop).
+    cache : NLPCacheReport or None
+        How the compiled functions were obtained; None when not compiling.
     """
 
     def __init__(self, nlp: Mapping[str, ca.SX], settings: SolverSettings, equality: npt.NDArray[np.bool_],
                  gauss_newton: Callable[[], ca.Function] | None = None) -> None:
         user = dict(settings.solver_options or {})
+        compiled = settings.compile_nlp if settings.compile_nlp is not None else (
+            not settings.jit and compile_nlp_default(False))
         if settings.solver == "ipopt":
-            opts: dict[str, Any] = {**DEFAULT_IPOPT_OPTIONS, **user}
+            # Compiled, IPOPT's multipliers of the parameters (lam_p, which
+            # shooting never reads) are not computed: their function, the
+            # gradient of the Lagrangian in x and p, would add a fifth to the
+            # C to compile. A user's calc_* option restores it.
+            lean = {"calc_lam_p": False, "no_nlp_grad": True} if compiled and not any(
+                k.startswith("calc_") or k == "no_nlp_grad" for k in user) else {}
+            opts: dict[str, Any] = {**DEFAULT_IPOPT_OPTIONS, **lean, **user}
             warm: dict[str, Any] | None = {**opts, **WARM_START_OPTIONS, **user}
         else:
             opts = {**DEFAULT_FATROP_OPTIONS, "equality": [bool(e) for e in equality], **user}
             warm = None
+        self._gauss_newton = gauss_newton
+        self.cold: ca.Function
+        self.warm: ca.Function
+        self.cache: NLPCacheReport | None = None
+        if not compiled:
+            self._sx(nlp, settings, opts, warm)
+            return
+        oracle = ca.Function("nlp", [nlp["x"], nlp["p"]], [nlp["f"], nlp["g"]], ["x", "p"], ["f", "g"])
+        cache = NLPCache(oracle, solver=settings.solver, hessian=settings.hessian, options=opts)
+        library = cache.load()
+        if library is None:
+            self._sx(nlp, settings, opts, warm)
+            if cache.report is None:  # a miss, not a fallback: compile what the SX solver evaluates
+                library = cache.build({name: self.cold.get_function(name) for name in self.cold.get_function()})
+        if library is not None:
+            try:
+                self.cold = ca.nlpsol("ocp", settings.solver, library, opts)
+                self.warm = self.cold if warm is None else ca.nlpsol("ocp_warm", settings.solver, library, warm)
+            except RuntimeError as err:  # CasADi refusing the library: the SX solver instead
+                cache.fallback(f"the solver does not accept the compiled NLP: {str(err).strip().splitlines()[-1]}")
+                self._sx(nlp, settings, opts, warm)
+        self.cache = cache.report
+
+    def _sx(self, nlp: Mapping[str, ca.SX], settings: SolverSettings, opts: dict[str, Any],
+            warm: dict[str, Any] | None) -> None:
+        """The solvers on CasADi's SX functions (optionally jit-compiled by CasADi in this process)."""
         extra: dict[str, Any] = {}
-        if gauss_newton is not None:
-            extra["hess_lag"] = gauss_newton()
+        if self._gauss_newton is not None:
+            extra["hess_lag"] = self._gauss_newton()
         if settings.jit:
             extra.update({"jit": True, "compiler": "shell", "jit_options": {"flags": ["-O1"], "verbose": False}})
         self.cold = ca.nlpsol("ocp", settings.solver, dict(nlp), {**opts, **extra})
