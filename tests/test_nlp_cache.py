@@ -361,13 +361,15 @@ def test_concurrent_builds_of_one_key_both_succeed(cache):
 # ----------------------------------------------------------------------------- the CLI
 
 
-def test_cli_mpc_uses_the_cache_unless_told_not_to(cache, tmp_path):
+def test_cli_mpc_uses_the_cache_when_told_to(cache, tmp_path):
+    """Off by default (the first run of a problem pays seconds of gcc, a later one saves a fraction of a second);
+    --compile-nlp or SHOOTING_COMPILE_NLP=1 turn it on."""
     args = ["mpc", "--model", "pendulum", "--horizon", "6", "--sim-steps", "3", "-q"]
-    off = subprocess.run([sys.executable, "-m", "shooting.cli", *args, "--no-compile-nlp", "--out", "a"],
+    off = subprocess.run([sys.executable, "-m", "shooting.cli", *args, "--out", "a"],
                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert off.returncode == 0 and off.stderr == "", off.stderr
     assert not cache.exists()
-    on = subprocess.run([sys.executable, "-m", "shooting.cli", *args, "--out", "b"], cwd=tmp_path,
+    on = subprocess.run([sys.executable, "-m", "shooting.cli", *args, "--compile-nlp", "--out", "b"], cwd=tmp_path,
                         capture_output=True, text=True, timeout=300)
     assert on.returncode == 0 and on.stderr == "", on.stderr
     [entry] = entries(cache)
@@ -377,7 +379,7 @@ def test_cli_mpc_uses_the_cache_unless_told_not_to(cache, tmp_path):
     np.testing.assert_allclose(a["x"], b["x"], atol=1e-7)
     blocked = tmp_path / "a_file"
     blocked.write_text("")
-    warned = subprocess.run([sys.executable, "-m", "shooting.cli", *args, "--out", "w"], cwd=tmp_path,
+    warned = subprocess.run([sys.executable, "-m", "shooting.cli", *args, "--compile-nlp", "--out", "w"], cwd=tmp_path,
                             capture_output=True, text=True, timeout=300,
                             env={**os.environ, "SHOOTING_CACHE_DIR": str(blocked / "cache")})
     assert warned.returncode == 0 and (tmp_path / "w" / "trajectory.json").is_file()
