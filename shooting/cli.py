@@ -9,10 +9,12 @@ never deleted or overwritten.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import sys
 import time
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import NoReturn
 
@@ -157,7 +159,8 @@ def _add_mpc(sub: "argparse._SubParsersAction[_Parser]") -> None:
                          f"{model}: {', '.join(names)}" for model, names in SCENARIOS.items()) + ")")
     mpc.add_argument("--hessian", choices=HESSIANS, help="Hessian of the OCP's Lagrangian")
     mpc.add_argument("--x-ref", metavar="V1,V2,...",
-                     help="state reference, nx comma-separated numbers (must lie inside the state bounds)")
+                     help="state reference, nx comma-separated numbers (beyond a bound the controller stops at "
+                          "the bound; a warning where its weight is nonzero)")
     mpc.add_argument("--x0", metavar="V1,V2,...",
                      help="initial state, nx comma-separated numbers ('pi' allowed; "
                           "write --x0=-1,0 when the first is negative)")
@@ -241,6 +244,19 @@ def _lint(model: shooting.Model, method: str | shooting.ButcherTableau, steps: i
     report = shooting.check_stability(model, method, steps, dt, x=x)  # type: ignore[arg-type]
     if not report.stable:
         print(f"shooting-codegen: warning: {report.message} (--no-lint silences this)", file=sys.stderr)
+
+
+@contextlib.contextmanager
+def _warning_lines() -> Iterator[None]:
+    """Show the library's warnings (e.g. a weighted reference beyond a bound) as one line each on stderr."""
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+             file: object = None, line: str | None = None) -> None:
+        print(f"shooting-codegen: warning: {' '.join(str(message).split())}", file=sys.stderr, flush=True)
+
+    with warnings.catch_warnings():
+        warnings.showwarning = show
+        yield
 
 
 def _print_report(report: ExportReport, out: str) -> bool:
@@ -358,6 +374,11 @@ def _scenario(args: argparse.Namespace, model: shooting.Model, changes: dict[str
 
 
 def cmd_mpc(args: argparse.Namespace) -> int:
+    with _warning_lines():
+        return _run_mpc(args)
+
+
+def _run_mpc(args: argparse.Namespace) -> int:
     progress = _Progress(args.quiet)
     model = shooting.load_model(args.model, **_model_args(args.model_arg))
     changes: dict[str, object] = {}
@@ -377,6 +398,11 @@ def cmd_mpc(args: argparse.Namespace) -> int:
 
 
 def cmd_controller(args: argparse.Namespace) -> int:
+    with _warning_lines():
+        return _run_controller(args)
+
+
+def _run_controller(args: argparse.Namespace) -> int:
     progress = _Progress(args.quiet)
     check_controller_export(args.out, args.name, real=args.real, target=args.target, check=args.check,
                             force=args.force)

@@ -123,8 +123,9 @@ class Constraints:
     Raises
     ------
     ValueError
-        NaN in a bound, a constraint that is not callable, or negative or
-        non-finite slack weights (both zero with soft bounds).
+        NaN in a bound, a constraint that is not callable, or negative,
+        non-finite or overflowing slack weights (above 1e150;
+        both zero with soft bounds).
     """
 
     x_min: Any = None
@@ -140,7 +141,8 @@ class Constraints:
     def __post_init__(self) -> None:
         object.__setattr__(self, "soft_x_bounds", _validate.flag(self.soft_x_bounds, "soft_x_bounds"))
         for name in ("slack_l1", "slack_l2"):
-            object.__setattr__(self, name, _validate.real(getattr(self, name), name, minimum=0.0))
+            object.__setattr__(self, name, _validate.real(getattr(self, name), name, minimum=0.0,
+                                                          maximum=_validate.MAX_WEIGHT))
         if self.soft_x_bounds and self.slack_l1 == 0 and self.slack_l2 == 0:
             raise ValueError("soft_x_bounds with slack_l1 = slack_l2 = 0 leaves the slacks free (the bounds would "
                              "mean nothing): give slack_l1 > 0 and/or slack_l2 > 0")
