@@ -402,16 +402,16 @@ def references_beyond_bounds(rows: npt.ArrayLike, lower: npt.ArrayLike, upper: n
     lo, hi = np.asarray(lower, dtype=float), np.asarray(upper, dtype=float)
     beyond = (ref < lo) | (ref > hi)
     found: list[tuple[int, str]] = []
-    for i in np.flatnonzero(beyond.any(axis=0)):
+    for i in (int(i) for i in np.flatnonzero(beyond.any(axis=0))):
         for name, matrix, stages in weights:
             row = np.asarray(matrix, dtype=float)[i]
             ks = [k for k in stages if beyond[k, i]]
             if not ks or not row.any():
                 continue
-            k, j = ks[0], int(i) if row[i] != 0 else int(np.flatnonzero(row)[0])
+            k, j = ks[0], i if row[i] != 0 else int(np.flatnonzero(row)[0])
             varies = bool(np.any(ref[:, i] != ref[0, i]))
             more = f" (and {len(ks) - 1} more stage{'s' if len(ks) > 2 else ''})" if len(ks) > 1 and varies else ""
-            found.append((int(i), f"{what}[{k}][{i}] ({labels[i]}) = {ref[k, i]:g}{more} lies beyond the bounds "
+            found.append((i, f"{what}[{k}][{i}] ({labels[i]}) = {ref[k, i]:g}{more} lies beyond the bounds "
                                   f"[{lo[i]:g}, {hi[i]:g}] with nonzero weight {name}[{i}, {j}] = {row[j]:g}: the "
                                   f"controller stops at the bound, as close as it can get; move the reference inside "
                                   f"the bounds or set its weight to zero to silence this"))

@@ -24,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from shooting import _validate
+from shooting.loading import user_call
 from shooting.model import Model
 from shooting.mpc.ocp import MultipleShootingOCP, OCPSolution
 
@@ -158,16 +159,16 @@ def sample_horizon(model: Model, t: float, dt: float, horizon: int, *,
     Raises
     ------
     ValueError
-        A callable that raises ValueError, returns something that is not a
-        pair (reference), or arrays of the wrong shape or non-finite;
-        the message names the callable and the time.
+        A callable that raises (any exception, or exits), returns something
+        that is not a pair (reference), or arrays of the wrong shape or
+        non-finite; the message names the callable and the time.
     """
     times = t + dt * np.arange(horizon + 1)
     x_ref = u_ref = p = None
     if reference is not None:
         xs, us = [], []
         for j, tj in enumerate(times):
-            out = reference(float(tj))
+            out = user_call(f"reference(t) at t = {tj:g}", reference, float(tj))
             if not isinstance(out, (tuple, list)) or len(out) != 2:
                 raise ValueError(f"reference(t) must return a pair (x_ref, u_ref) of shapes ({model.nx},) and "
                                  f"({model.nu},) (u_ref may be None); at t = {tj:g} it returned {type(out).__name__}")
@@ -177,8 +178,11 @@ def sample_horizon(model: Model, t: float, dt: float, horizon: int, *,
         x_ref = np.array(xs)
         u_ref = np.array(us) if len(us) == horizon else None
     if parameters is not None:
-        p = np.array([_validate.vector(parameters(float(tj)), model.np, f"parameters(t) at t = {tj:g}",
-                                       broadcast=False) for tj in times[:horizon]]).reshape(horizon, model.np)
+        rows = []
+        for tj in times[:horizon]:
+            where = f"parameters(t) at t = {tj:g}"
+            rows.append(_validate.vector(user_call(where, parameters, float(tj)), model.np, where, broadcast=False))
+        p = np.array(rows).reshape(horizon, model.np)
     return StageData(x_ref, u_ref, p)
 
 
