@@ -267,7 +267,7 @@ def _print_report(report: ExportReport, out: str) -> bool:
         if problem not in report.lines:
             print(problem, file=sys.stderr)
     if not report.ok:
-        print(f"check failed: nothing written to {out}", file=sys.stderr)
+        print(f"{'check failed' if report.checks else 'failed'}: nothing written to {out}", file=sys.stderr)
     return report.ok
 
 

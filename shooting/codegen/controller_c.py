@@ -35,9 +35,18 @@ from shooting.model import Model
 from shooting.mpc.ocp import MultipleShootingOCP
 from shooting.options import REALS, Real
 
-__all__ = ["ControllerSpec", "controller_files", "controller_spec", "generate_controller", "max_qp_iterations"]
+__all__ = ["ControllerSpec", "GuessNotSolved", "controller_files", "controller_spec", "generate_controller",
+           "max_qp_iterations"]
 
 FloatArray = npt.NDArray[np.float64]
+
+
+class GuessNotSolved(ValueError):
+    """IPOPT failed on the OCP whose solution is the controller's guess: a failed solve, not bad input.
+
+    `export_controller` reports it as a failed export (``ok`` False, exit 1
+    in the CLI) instead of raising.
+    """
 
 
 def controller_files(name: str) -> list[str]:
@@ -175,7 +184,7 @@ def controller_spec(ocp: MultipleShootingOCP, *, x0: object = None, guess: tuple
         quadratic tracking problem only), a rate penalty ``R_delta`` (not
         supported by the C controller yet), an input weight R that is not
         positive definite, soft bounds with ``slack_l2 = 0``, or an OCP that
-        IPOPT cannot solve from `x0`.
+        IPOPT cannot solve from `x0` (`GuessNotSolved`, a ValueError).
     """
     if not isinstance(ocp, MultipleShootingOCP):
         raise ValueError(f"ocp must be a shooting.MultipleShootingOCP, got {type(ocp).__name__}")
@@ -201,9 +210,9 @@ def controller_spec(ocp: MultipleShootingOCP, *, x0: object = None, guess: tuple
         start = model.x0 if x0 is None else _validate.vector(x0, model.nx, "x0", broadcast=False)
         sol = ocp.solve(start)
         if not sol.success:
-            raise ValueError(f"IPOPT did not solve the OCP from x0 = {np.array2string(start, precision=4)} "
-                             f"({sol.status}): the controller needs a trajectory guess; pass x0= where the "
-                             f"OCP is solvable")
+            raise GuessNotSolved(f"IPOPT did not solve the OCP from x0 = {np.array2string(start, precision=4)} "
+                                 f"({sol.status}): the controller needs a trajectory guess; pass x0= where the "
+                                 f"OCP is solvable")
         x_guess, u_guess = sol.x, sol.u
         origin = "IPOPT's solution of the OCP from x0 = [" + ", ".join(f"{v:.6g}" for v in start) + "]"
     else:

@@ -20,6 +20,7 @@ message names the Debian package to install.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import re
 import shutil
@@ -34,6 +35,7 @@ __all__ = [
     "HOST_CFLAGS",
     "M4_CFLAGS",
     "M4_WARNING_FLAGS",
+    "MAX_TOOL_TIMEOUT",
     "CompileResult",
     "M4Size",
     "ToolchainError",
@@ -108,14 +110,34 @@ def find_tool(name: str) -> str:
     return path
 
 
+#: Longest a tool may run, whatever ``SHOOTING_TOOL_TIMEOUT`` says: a day is
+#: far beyond any compile or emulation we run, and far below what the OS's
+#: waits take (`threading.TIMEOUT_MAX`, ~292 years; ``inf`` overflows them).
+MAX_TOOL_TIMEOUT = 86_400.0
+
+
 def tool_timeout(default: float) -> float:
-    """Seconds a tool may run: `default`, or ``SHOOTING_TOOL_TIMEOUT`` from the environment when set."""
+    """Seconds a tool may run: `default`, or ``SHOOTING_TOOL_TIMEOUT`` from the environment when set.
+
+    The variable must be a positive number of seconds; larger values than
+    `MAX_TOOL_TIMEOUT` (``inf`` included) are clamped to it.
+
+    Raises
+    ------
+    ValueError
+        The variable is not a number, NaN, zero or negative.
+    """
     text = os.environ.get("SHOOTING_TOOL_TIMEOUT", "").strip()
+    if not text:
+        return min(default, MAX_TOOL_TIMEOUT)
     try:
-        value = float(text) if text else default
+        value = float(text)
     except ValueError:
-        return default
-    return value if value > 0 else default
+        value = math.nan
+    if not value > 0:  # (NaN too)
+        raise ValueError(f"SHOOTING_TOOL_TIMEOUT={text[:40]!r} is not a positive number of seconds: set it to e.g. "
+                         f"600 (at most {MAX_TOOL_TIMEOUT:g}; larger values are clamped) or unset it")
+    return min(value, MAX_TOOL_TIMEOUT)
 
 
 # Lines of compiler output that are headers or context, not the error itself.

@@ -273,7 +273,8 @@ class MPCController:
                              u_ref=self.u_ref if u_ref is None else u_ref, p=self.p if p is None else p,
                              t0=float(t), u_prev=self.u_last if u_prev is None else u_prev)
         u = np.array(sol.u[0], dtype=float).reshape(-1)
-        if np.isfinite(sol.u).all() and np.isfinite(sol.x).all():
+        finite = bool(np.isfinite(sol.u).all() and np.isfinite(sol.x).all())
+        if finite:
             self.solution = sol
         elif warm is not None:
             u = np.array(warm.u[0], dtype=float).reshape(-1)
@@ -281,5 +282,6 @@ class MPCController:
         else:
             u = np.clip(self.model.u0, self.model.u_min, self.model.u_max)
         self.u_last = np.asarray(u, dtype=float).copy()
-        return ControlStep(u=u, solve_time=float(sol.solve_time), success=bool(sol.success),
-                           status=str(sol.status), iterations=int(sol.iterations))
+        return ControlStep(u=u, solve_time=float(sol.solve_time), success=bool(sol.success) and finite,
+                           status=str(sol.status) if finite else f"{sol.status}: non-finite solution",
+                           iterations=int(sol.iterations))

@@ -498,6 +498,9 @@ class MultipleShootingOCP:
             # The dynamics were evaluated with unconverged algebraic states.
             success, status = False, f"{status}; algebraic equations unsolved (residual {residual:.1e})"
         viol = max(viol, residual)
+        if not (np.isfinite(w).all() and np.isfinite(float(res["f"]))):
+            # (e.g. a step that is NaN where dg/dz is singular): never a success
+            success, status = False, f"{status}; non-finite solution"
         return OCPSolution(
             x=x, u=u, cost=float(res["f"]), success=success,
             status=status, iterations=int(stats.get("iter_count", -1)),

@@ -237,6 +237,7 @@ class RTIController:
         self.last_qp: QPPoint | None = None
         self._prepared: tuple[Any, npt.NDArray[np.float64], npt.NDArray[np.float64], Any] | None = None
         self._prepared_P: npt.NDArray[np.float64] | None = None
+        self._prepared_finite = False
         self.u_last = np.zeros(self.ocp.nu)
         self.feedback_times.clear()
         self.preparation_times.clear()
@@ -252,6 +253,8 @@ class RTIController:
             P = self.ocp.parameters(np.zeros(self.ocp.nx), t0=t, u_prev=self.u_last)
         A, b, g, H = self._data(self._guess.w, P)
         self._prepared = (A, np.array(b).ravel(), np.array(g).ravel(), H)
+        self._prepared_finite = all(np.isfinite(np.asarray(v, dtype=float)).all()
+                                    for v in (self._prepared[1], self._prepared[2], A.nonzeros(), H.nonzeros()))
         self._prepared_P = np.array(P, dtype=float)
         elapsed = time.perf_counter() - t_start
         self.preparation_times.append(elapsed)
@@ -286,6 +289,9 @@ class RTIController:
         ControlStep
             ``u`` (nu,), ``solve_time`` (feedback + preparation seconds of this
             sample), ``success``, ``status`` (the QP solver's), ``iterations``.
+            Non-finite QP data or solution is a failure (``success`` False,
+            never a NaN input): the last input is held and the next sample
+            starts afresh from its measured state.
         """
         ocp = self.ocp
         L = ocp.layout
@@ -303,6 +309,11 @@ class RTIController:
             prepare += self._prepare(t, P)
         assert self._prepared is not None
         A, b, g, H = self._prepared
+        if not self._prepared_finite:
+            # The model's step or its derivatives are not finite at the
+            # linearisation point (e.g. dg/dz singular there): no QP to solve.
+            return self._failed(prepare, 0.0, "", 0, "non-finite QP data (the model's step or its sensitivities are "
+                                                     "not finite at the linearisation point)")
         lba, uba = self._lba.copy(), self._uba.copy()
         lba[self._equality] = uba[self._equality] = b[self._equality]
         lba[L.x0_idx] = xv
@@ -319,6 +330,10 @@ class RTIController:
         self.feedback_times.append(feedback)
         stats = self._qp.stats()
         w = np.array(res["x"]).ravel()
+        success, status = bool(stats.get("success", True)), str(stats.get("return_status", ""))
+        if not np.isfinite(w).all():
+            return self._failed(prepare, feedback, status, int(stats.get("iter_count", 0)),
+                                "non-finite QP solution (the QP's arithmetic overflowed)")
         u = np.clip(w[L.u_idx[0]], ocp.u_min, ocp.u_max)
         self.u_last = u.copy()
         # Shift primal and dual values one stage: the next linearisation point
@@ -327,9 +342,15 @@ class RTIController:
         self.last_qp = QPPoint(w, np.array(res["lam_a"]).ravel(), np.array(res["lam_x"]).ravel())
         self._guess = self.last_qp.shifted(L)
         prepare += self._prepare(t + self.dt, L.shift_parameters(P, self.dt, u))
-        return ControlStep(u=u, solve_time=feedback + prepare,
-                           success=bool(stats.get("success", True)), status=str(stats.get("return_status", "")),
+        return ControlStep(u=u, solve_time=feedback + prepare, success=success, status=status,
                            iterations=int(stats.get("iter_count", 0)))
+
+    def _failed(self, prepare: float, feedback: float, status: str, iterations: int, why: str) -> ControlStep:
+        """A failed sample: hold the last input; the next sample starts afresh from its measured state."""
+        ocp = self.ocp
+        self._guess, self._prepared, self._prepared_P = None, None, None
+        return ControlStep(u=np.clip(self.u_last, ocp.u_min, ocp.u_max), solve_time=feedback + prepare,
+                           success=False, status=f"{status}: {why}" if status else why, iterations=iterations)
 
     def _initial_guess(self, x: npt.NDArray[np.float64], P: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         """The first linearisation point: IPOPT's solution for this sample's data (or the OCP's cold guess)."""
