@@ -21,6 +21,7 @@ import numpy.typing as npt
 __all__ = [
     "C_RESERVED",
     "MAX_NAME_LENGTH",
+    "MAX_PREFIX_LENGTH",
     "MAX_WEIGHT",
     "ReferenceBeyondBoundsWarning",
     "array",
@@ -65,6 +66,10 @@ _IDENTIFIER = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 #: systems allow 255 bytes per file name (ext4, xfs, tmpfs, APFS) or 143
 #: (eCryptfs), so 128 leaves room on all of them.
 MAX_NAME_LENGTH = 128
+#: Longest name that prefixes names derived from it with suffixes of up to 16
+#: characters: a model's (``NAME_rti_step``, ``NAME_plant``), a controller's
+#: (``NAME_mpc_qp``, ``libNAME_mpc.so``).
+MAX_PREFIX_LENGTH = MAX_NAME_LENGTH - 16
 
 #: Largest entry of a cost weight (Q, R, Q_terminal, R_delta, slack_l1,
 #: slack_l2). The QP multiplies two Hessian entries (condensing B' Q B, Schur
@@ -177,13 +182,13 @@ def choice(value: object, allowed: tuple[_S, ...], what: str) -> _S:
     raise ValueError(f"{what} must be one of {', '.join(repr(a) for a in allowed)}, got {_show(value)}")
 
 
-def identifier(name: object, what: str) -> str:
+def identifier(name: object, what: str, *, maximum: int = MAX_NAME_LENGTH) -> str:
     """A name that is valid for CasADi, for C and as a file stem.
 
     Rule: an ASCII letter, then letters, digits and single underscores (no
     ``__``, which C reserves and CasADi rejects, no trailing ``_``), not a C
     keyword, not a name of the C library (`C_RESERVED`), not a Python keyword,
-    at most `MAX_NAME_LENGTH` characters.
+    at most `maximum` characters (default `MAX_NAME_LENGTH`).
 
     Returns
     -------
@@ -191,9 +196,9 @@ def identifier(name: object, what: str) -> str:
     """
     if not isinstance(name, str):
         raise ValueError(f"{what} must be a string, got {_show(name)}")
-    if len(name) > MAX_NAME_LENGTH:
+    if len(name) > maximum:
         raise ValueError(f"{what} {_show(name)} has {len(name)} characters; names become file names and C symbols, "
-                         f"at most {MAX_NAME_LENGTH} characters: choose a shorter one")
+                         f"at most {maximum} characters: choose a shorter one")
     fix = "use letters, digits and single underscores, starting with a letter"
     if not _IDENTIFIER.match(name):
         raise ValueError(f"{what} {name!r} is not an identifier: {fix}")

@@ -52,7 +52,8 @@ class Model:
     Parameters
     ----------
     name : str
-        Identifier (letters, digits, underscore); also used to name generated C.
+        Identifier (letters, digits, underscore; at most 112 characters); also
+        used to name generated C.
     x : casadi.SX, shape (nx, 1)
         State symbols.
     u : casadi.SX, shape (nu, 1)
@@ -146,7 +147,7 @@ class Model:
         z_max: Sequence[float] | np.ndarray | None = None,
         algebraic_names: Sequence[str] | None = None,
     ) -> None:
-        self.name = _validate.identifier(name, "model name")
+        self.name = _validate.identifier(name, "model name", maximum=_validate.MAX_PREFIX_LENGTH)
         self.x = _symbol_vector(x, "x", allow_none=False)
         if self.x.numel() == 0:
             raise ValueError("x is empty: a model needs at least one state")

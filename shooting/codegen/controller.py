@@ -79,7 +79,8 @@ def check_controller_export(out_dir: str | os.PathLike[str], name: str | None = 
     _validate.choice(real, REALS, "real")
     target = _validate.choice(target, TARGETS, "target")
     check = _validate.flag(check, "check")
-    names = [] if name is None else controller_files(_validate.identifier(name, "name"))
+    names = [] if name is None else \
+        controller_files(_validate.identifier(name, "name", maximum=_validate.MAX_PREFIX_LENGTH))
     _files.check_destination(out_dir, names, "manifest.json", force=_validate.flag(force, "force"), legacy=_legacy)
     require_tools(target, check)
 
@@ -215,7 +216,7 @@ def export_controller(
     force = _validate.flag(force, "force")
     steps = _validate.integer(check_steps, "check_steps", minimum=1, maximum=100_000)
     name = _validate.sanitized_identifier(ocp.model.name) if name is None else \
-        _validate.identifier(name, "name")
+        _validate.identifier(name, "name", maximum=_validate.MAX_PREFIX_LENGTH)
     out = Path(out_dir)
     check_controller_export(out, name, real=real, target=target, check=check, force=force)
     if real == "float":
