@@ -112,3 +112,13 @@ def test_a_failed_solve_of_the_controllers_guess_is_exit_1_not_bad_input(tmp_pat
     report = export_controller(shooting.MultipleShootingOCP(model, 5, dt=0.1), tmp_path / "lib")
     assert not report.ok and not report.files and "IPOPT did not solve" in report.problems[0]
     assert not (tmp_path / "lib").exists()
+
+
+def test_the_horizon_is_bounded_where_every_built_in_model_fits_in_2_gb(tmp_path):
+    from shooting.mpc.problem import MAX_HORIZON
+    assert shooting.OCPProblem(horizon=MAX_HORIZON, dt=0.1).horizon == MAX_HORIZON
+    with pytest.raises(ValueError, match=r"horizon must be an integer in 1\.\.1000"):
+        shooting.OCPProblem(horizon=MAX_HORIZON + 1, dt=0.1)
+    for command in ("mpc", "controller"):
+        proc = _cli(tmp_path, command, "--model", "cartpole", "--horizon", "1001", "--out", "out")
+        assert "--horizon: expected an integer in 1..1000" in _one_line_error(proc)
