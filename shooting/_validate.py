@@ -22,6 +22,7 @@ __all__ = [
     "C_RESERVED",
     "MAX_NAME_LENGTH",
     "MAX_PREFIX_LENGTH",
+    "MAX_TOOL_TIMEOUT",
     "MAX_WEIGHT",
     "ReferenceBeyondBoundsWarning",
     "array",
@@ -36,6 +37,7 @@ __all__ = [
     "references_beyond_bounds",
     "sanitized_identifier",
     "stage_rows",
+    "tool_timeout",
     "vector",
     "weight",
 ]
@@ -369,8 +371,48 @@ def bounds(lower: FloatArray, upper: FloatArray, what: str) -> None:
                          f"no value satisfies both; swap or fix the bounds")
 
 
+#: Longest a tool may run, whatever ``SHOOTING_TOOL_TIMEOUT`` says: a day is
+#: far beyond any compile or emulation we run, and far below what the OS's
+#: waits take (`threading.TIMEOUT_MAX`, ~292 years; ``inf`` overflows them).
+MAX_TOOL_TIMEOUT = 86_400.0
+
+
+def tool_timeout(text: str, default: float) -> float:
+    """Seconds from the text of ``SHOOTING_TOOL_TIMEOUT`` (`default` when empty), clamped to `MAX_TOOL_TIMEOUT`.
+
+    Raises
+    ------
+    ValueError
+        Text that is not a number, NaN, zero or negative.
+    """
+    text = text.strip()
+    if not text:
+        return min(default, MAX_TOOL_TIMEOUT)
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value > 0:  # (NaN too)
+        raise ValueError(f"SHOOTING_TOOL_TIMEOUT={text[:40]!r} is not a positive number of seconds: set it to e.g. "
+                         f"600 (at most {MAX_TOOL_TIMEOUT:g}; larger values are clamped) or unset it")
+    return min(value, MAX_TOOL_TIMEOUT)
+
+
 class ReferenceBeyondBoundsWarning(UserWarning):
-    """A weighted reference lies beyond a bound: the optimum stops at the bound, as close as it can get."""
+    """A weighted reference lies beyond a bound: the optimum stops at the bound, as close as it can get.
+
+    Issued by `MultipleShootingOCP` (once per reference entry and OCP) where
+    the entry's row of Q, Q_terminal or R is nonzero; filter it with
+    ``warnings.filterwarnings("ignore", category=shooting.ReferenceBeyondBoundsWarning)``.
+
+    Parameters
+    ----------
+    message : str
+        Names the entry, its value, the bounds and the weight.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
 
 
 def references_beyond_bounds(rows: npt.ArrayLike, lower: npt.ArrayLike, upper: npt.ArrayLike,

@@ -367,7 +367,8 @@ def test_reference_and_parameter_functions_that_raise_are_value_errors():
                                         ("return one()", "sys.exit(0)")])
 def test_cli_model_files_that_exit_or_raise_exit_2_in_one_line_and_write_nothing(tmp_path, command, make, scen):
     import subprocess
-    text = (f"import sys\nimport casadi as ca\nimport shooting\n\ndef one():\n    x, u = ca.SX.sym('x'), ca.SX.sym('u')\n"
+    text = (f"import sys\nimport casadi as ca\nimport shooting\n\ndef one():\n"
+            f"    x, u = ca.SX.sym('x'), ca.SX.sym('u')\n"
             f"    return shooting.Model('one', x, u, -x + u, x0=[1.0], dt=0.1)\n\ndef make_model():\n    {make}\n\n"
             f"def scenario(model):\n    {scen}\n")
     (tmp_path / "user.py").write_text(text)

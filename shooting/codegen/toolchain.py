@@ -20,7 +20,6 @@ message names the Debian package to install.
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import re
 import shutil
@@ -30,6 +29,9 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from shooting import _validate
+from shooting._validate import MAX_TOOL_TIMEOUT
 
 __all__ = [
     "HOST_CFLAGS",
@@ -110,34 +112,9 @@ def find_tool(name: str) -> str:
     return path
 
 
-#: Longest a tool may run, whatever ``SHOOTING_TOOL_TIMEOUT`` says: a day is
-#: far beyond any compile or emulation we run, and far below what the OS's
-#: waits take (`threading.TIMEOUT_MAX`, ~292 years; ``inf`` overflows them).
-MAX_TOOL_TIMEOUT = 86_400.0
-
-
 def tool_timeout(default: float) -> float:
-    """Seconds a tool may run: `default`, or ``SHOOTING_TOOL_TIMEOUT`` from the environment when set.
-
-    The variable must be a positive number of seconds; larger values than
-    `MAX_TOOL_TIMEOUT` (``inf`` included) are clamped to it.
-
-    Raises
-    ------
-    ValueError
-        The variable is not a number, NaN, zero or negative.
-    """
-    text = os.environ.get("SHOOTING_TOOL_TIMEOUT", "").strip()
-    if not text:
-        return min(default, MAX_TOOL_TIMEOUT)
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not value > 0:  # (NaN too)
-        raise ValueError(f"SHOOTING_TOOL_TIMEOUT={text[:40]!r} is not a positive number of seconds: set it to e.g. "
-                         f"600 (at most {MAX_TOOL_TIMEOUT:g}; larger values are clamped) or unset it")
-    return min(value, MAX_TOOL_TIMEOUT)
+    """Seconds a tool may run: `default`, or ``SHOOTING_TOOL_TIMEOUT`` (see `shooting._validate.tool_timeout`)."""
+    return _validate.tool_timeout(os.environ.get("SHOOTING_TOOL_TIMEOUT", ""), default)
 
 
 # Lines of compiler output that are headers or context, not the error itself.
