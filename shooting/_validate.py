@@ -21,7 +21,12 @@ import numpy.typing as npt
 
 __all__ = [
     "C_RESERVED",
+    "MAX_NAME_LENGTH",
+    "MAX_PREFIX_LENGTH",
+    "MAX_TOOL_TIMEOUT",
+    "MAX_WEIGHT",
     "ProgressReporter",
+    "ReferenceBeyondBoundsWarning",
     "Schema",
     "array",
     "bounds",
@@ -35,10 +40,11 @@ __all__ = [
     "progress",
     "real",
     "record",
-    "reference_inside",
+    "references_beyond_bounds",
     "sanitized_identifier",
     "stage_rows",
     "stderr_lines",
+    "tool_timeout",
     "vector",
     "vector_text",
     "weight",
@@ -64,6 +70,24 @@ C_RESERVED = frozenset(
 )
 
 _IDENTIFIER = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+
+#: Longest name a generated file or C symbol may take. A name becomes file
+#: names with suffixes of up to 10 characters (``lib{name}_mpc.so``); file
+#: systems allow 255 bytes per file name (ext4, xfs, tmpfs, APFS) or 143
+#: (eCryptfs), so 128 leaves room on all of them.
+MAX_NAME_LENGTH = 128
+#: Longest name that prefixes names derived from it with suffixes of up to 16
+#: characters: a model's (``NAME_rti_step``, ``NAME_plant``), a controller's
+#: (``NAME_mpc_qp``, ``libNAME_mpc.so``).
+MAX_PREFIX_LENGTH = MAX_NAME_LENGTH - 16
+
+#: Largest entry of a cost weight (Q, R, Q_terminal, R_delta, slack_l1,
+#: slack_l2). The QP multiplies two Hessian entries (condensing B' Q B, Schur
+#: complements, its factorisation) and each by squared deviations: with
+#: weights up to 1e150 and deviations up to 1e4, w^2 e^2 <= 1e308 stays below
+#: the double range (1.8e308); above it (measured: 1e160) the RTI's QP
+#: overflows to NaN. Float exports have a tighter bound of their own.
+MAX_WEIGHT = 1e150
 
 
 def _show(value: object) -> str:
@@ -108,16 +132,16 @@ def _range(minimum: int | None, maximum: int | None) -> str:
     return ""
 
 
-def real(value: object, what: str, *, minimum: float | None = None, positive: bool = False,
-         allow_inf: bool = False) -> float:
+def real(value: object, what: str, *, minimum: float | None = None, maximum: float | None = None,
+         positive: bool = False, allow_inf: bool = False) -> float:
     """A real number (int, float, numpy scalar; not bool, not str), finite unless `allow_inf`.
 
     Parameters
     ----------
     value : object
     what : str
-    minimum : float, optional
-        Inclusive lower limit.
+    minimum, maximum : float, optional
+        Inclusive limits.
     positive : bool
         Require ``value > 0``.
     allow_inf : bool
@@ -127,8 +151,9 @@ def real(value: object, what: str, *, minimum: float | None = None, positive: bo
     -------
     float
     """
-    need = ("a number" if allow_inf else "a finite number") + (" > 0" if positive else "") + \
-        ("" if minimum is None else f" >= {minimum:g}")
+    need = ("a number" if allow_inf else "a finite number") + (" > 0" if positive else "") + (
+        f" in [{minimum:g}, {maximum:g}]" if minimum is not None and maximum is not None
+        else f" >= {minimum:g}" if minimum is not None else f" <= {maximum:g}" if maximum is not None else "")
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise ValueError(f"{what} must be {need}, got {_show(value)} ({type(value).__name__})")
     try:
@@ -136,7 +161,7 @@ def real(value: object, what: str, *, minimum: float | None = None, positive: bo
     except OverflowError:
         raise ValueError(f"{what} must be {need}, got a number too large for a float") from None
     if math.isnan(number) or (math.isinf(number) and not allow_inf) or (positive and not number > 0) \
-            or (minimum is not None and number < minimum):
+            or (minimum is not None and number < minimum) or (maximum is not None and number > maximum):
         raise ValueError(f"{what} must be {need}, got {_show(value)}")
     return number
 
@@ -167,12 +192,13 @@ def choice(value: object, allowed: tuple[_S, ...], what: str) -> _S:
     raise ValueError(f"{what} must be one of {', '.join(repr(a) for a in allowed)}, got {_show(value)}")
 
 
-def identifier(name: object, what: str) -> str:
+def identifier(name: object, what: str, *, maximum: int = MAX_NAME_LENGTH) -> str:
     """A name that is valid for CasADi, for C and as a file stem.
 
     Rule: an ASCII letter, then letters, digits and single underscores (no
     ``__``, which C reserves and CasADi rejects, no trailing ``_``), not a C
-    keyword, not a name of the C library (`C_RESERVED`), not a Python keyword.
+    keyword, not a name of the C library (`C_RESERVED`), not a Python keyword,
+    at most `maximum` characters (default `MAX_NAME_LENGTH`).
 
     Returns
     -------
@@ -180,6 +206,9 @@ def identifier(name: object, what: str) -> str:
     """
     if not isinstance(name, str):
         raise ValueError(f"{what} must be a string, got {_show(name)}")
+    if len(name) > maximum:
+        raise ValueError(f"{what} {_show(name)} has {len(name)} characters; names become file names and C symbols, "
+                         f"at most {maximum} characters: choose a shorter one")
     fix = "use letters, digits and single underscores, starting with a letter"
     if not _IDENTIFIER.match(name):
         raise ValueError(f"{what} {name!r} is not an identifier: {fix}")
@@ -197,11 +226,12 @@ def sanitized_identifier(text: str) -> str:
 
     ``"cartpole_rk2(alpha=1/2)"`` gives ``"cartpole_rk2_alpha_1_2"``; a result
     that starts with a digit gets the prefix ``f_``, and a reserved one the
-    suffix ``_fn``.
+    suffix ``_fn``; a longer one than `MAX_NAME_LENGTH` is cut to it.
     """
     name = re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_") or "f"
     if not name[0].isalpha():
         name = f"f_{name}"
+    name = name[:MAX_NAME_LENGTH - 3].rstrip("_")  # (room for "_fn")
     if name in C_RESERVED or keyword.iskeyword(name):
         name = f"{name}_fn"
     return identifier(name, "name")
@@ -307,6 +337,10 @@ def weight(value: object, n: int | None, what: str, *, default: float | None = N
         W = np.diag(W.reshape(-1))
     if W.shape != (n, n) or not np.isfinite(W).all():
         raise ValueError(f"{what} must be a finite ({n}, {n}) matrix or {n} diagonal entries, got shape {given}")
+    if np.abs(W).max(initial=0.0) > MAX_WEIGHT:
+        raise ValueError(f"{what} has an entry of {np.abs(W).max():.3g}: weights must lie within +-{MAX_WEIGHT:g}, "
+                         f"beyond which the QP's products of weights overflow double precision; rescale the "
+                         f"cost (divide every weight by the same factor)")
     scale = max(1.0, float(np.abs(W).max(initial=0.0)))
     if not np.allclose(W, W.T, rtol=0.0, atol=1e-12 * scale):
         raise ValueError(f"{what} must be symmetric")
@@ -345,27 +379,99 @@ def bounds(lower: FloatArray, upper: FloatArray, what: str) -> None:
                          f"no value satisfies both; swap or fix the bounds")
 
 
-def reference_inside(rows: npt.ArrayLike, lower: npt.ArrayLike, upper: npt.ArrayLike, labels: Sequence[str],
-                     what: str) -> None:
-    """Refuse a reference (one row per stage, or one row) that the bounds forbid: it could never be tracked.
+#: Longest a tool may run, whatever ``SHOOTING_TOOL_TIMEOUT`` says: a day is
+#: far beyond any compile or emulation we run, and far below what the OS's
+#: waits take (`threading.TIMEOUT_MAX`, ~292 years; ``inf`` overflows them).
+MAX_TOOL_TIMEOUT = 86_400.0
+
+
+def tool_timeout(text: str, default: float) -> float:
+    """Seconds from the text of ``SHOOTING_TOOL_TIMEOUT`` (`default` when empty), clamped to `MAX_TOOL_TIMEOUT`.
+
+    Raises
+    ------
+    ValueError
+        Text that is not a number, NaN, zero or negative.
+    """
+    text = text.strip()
+    if not text:
+        return min(default, MAX_TOOL_TIMEOUT)
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value > 0:  # (NaN too)
+        raise ValueError(f"SHOOTING_TOOL_TIMEOUT={text[:40]!r} is not a positive number of seconds: set it to e.g. "
+                         f"600 (at most {MAX_TOOL_TIMEOUT:g}; larger values are clamped) or unset it")
+    return min(value, MAX_TOOL_TIMEOUT)
+
+
+class ReferenceBeyondBoundsWarning(UserWarning):
+    """A weighted reference lies beyond a bound: the optimum stops at the bound, as close as it can get.
+
+    Issued by `MultipleShootingOCP` (once per reference entry and OCP) where
+    the entry's row of Q, Q_terminal or R is nonzero; filter it with
+    ``warnings.filterwarnings("ignore", category=shooting.ReferenceBeyondBoundsWarning)``.
 
     Parameters
     ----------
-    rows : array_like, shape (n,) or (stages, n)
+    message : str
+        Names the entry, its value, the bounds and the weight.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+
+
+def references_beyond_bounds(rows: npt.ArrayLike, lower: npt.ArrayLike, upper: npt.ArrayLike,
+                             weights: Sequence[tuple[str, npt.ArrayLike, Sequence[int]]], labels: Sequence[str],
+                             what: str) -> list[tuple[int, str]]:
+    """The entries of a reference that lie beyond their bounds where a weight pulls towards them.
+
+    A reference beyond a bound is a normal request (the controller gets as
+    close as the bounds allow); it only deserves a word where its weight is
+    nonzero, since only there does the optimum differ from tracking it.
+
+    Parameters
+    ----------
+    rows : array_like, shape (stages, n)
+        The reference, one row per stage.
     lower, upper : array_like, shape (n,)
+    weights : sequence of (name, W, stages)
+        Weight matrix ``W`` (n, n) called `name` that multiplies the rows
+        `stages` (e.g. ``("Q", Q, range(N))`` and ``("Q_terminal", Qf, [N])``).
+        Entry i is weighted when row i of ``W`` is nonzero (its diagonal, or
+        a coupling to another entry).
     labels : sequence of str, length n
         The entries' names, for the message.
     what : str
         ``"x_ref"`` or ``"u_ref"``.
+
+    Returns
+    -------
+    list of (int, str)
+        The index of each such entry and a one-line message naming the first
+        stage, the bounds and the weight.
     """
     ref = np.atleast_2d(np.asarray(rows, dtype=float))
     lo, hi = np.asarray(lower, dtype=float), np.asarray(upper, dtype=float)
-    outside = np.argwhere((ref < lo) | (ref > hi))
-    if outside.size:
-        k, i = (int(v) for v in outside[0])
-        raise ValueError(f"{what}[{k}][{i}] ({labels[i]}) = {ref[k, i]:g} lies outside the bounds "
-                         f"[{lo[i]:g}, {hi[i]:g}]: a reference the bounds forbid cannot be tracked; "
-                         f"move it inside or widen the bounds")
+    beyond = (ref < lo) | (ref > hi)
+    found: list[tuple[int, str]] = []
+    for i in (int(i) for i in np.flatnonzero(beyond.any(axis=0))):
+        for name, matrix, stages in weights:
+            row = np.asarray(matrix, dtype=float)[i]
+            ks = [k for k in stages if beyond[k, i]]
+            if not ks or not row.any():
+                continue
+            k, j = ks[0], i if row[i] != 0 else int(np.flatnonzero(row)[0])
+            varies = bool(np.any(ref[:, i] != ref[0, i]))
+            more = f" (and {len(ks) - 1} more stage{'s' if len(ks) > 2 else ''})" if len(ks) > 1 and varies else ""
+            found.append((i, f"{what}[{k}][{i}] ({labels[i]}) = {ref[k, i]:g}{more} lies beyond the bounds "
+                                  f"[{lo[i]:g}, {hi[i]:g}] with nonzero weight {name}[{i}, {j}] = {row[j]:g}: the "
+                                  f"controller stops at the bound, as close as it can get; move the reference inside "
+                                  f"the bounds or set its weight to zero to silence this"))
+            break
+    return found
 
 
 def names(values: Iterable[object] | None, n: int, prefix: str, what: str) -> tuple[str, ...]:

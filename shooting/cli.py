@@ -25,7 +25,8 @@ import contextlib  # noqa: E402
 import math  # noqa: E402
 import os  # noqa: E402
 import time  # noqa: E402
-from collections.abc import Callable, Sequence  # noqa: E402
+import warnings  # noqa: E402
+from collections.abc import Callable, Iterator, Sequence  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import TYPE_CHECKING, NoReturn  # noqa: E402
 
@@ -193,7 +194,8 @@ def _add_mpc(sub: "argparse._SubParsersAction[_Parser]") -> None:
                      help="the model's scenario: 'default', or a named one (see 'shooting-codegen list')")
     mpc.add_argument("--hessian", choices=HESSIANS, help="Hessian of the OCP's Lagrangian")
     mpc.add_argument("--x-ref", metavar="V1,V2,...",
-                     help="state reference, nx comma-separated numbers (must lie inside the state bounds)")
+                     help="state reference, nx comma-separated numbers (beyond a bound the controller stops at "
+                          "the bound; a warning where its weight is nonzero)")
     mpc.add_argument("--x0", metavar="V1,V2,...",
                      help="initial state, nx comma-separated numbers ('pi' allowed; "
                           "write --x0=-1,0 when the first is negative)")
@@ -299,6 +301,19 @@ def _stderr(message: object) -> None:
     print(one_line(message), file=sys.stderr, flush=True)
 
 
+@contextlib.contextmanager
+def _warning_lines() -> Iterator[None]:
+    """Show the library's warnings (e.g. a weighted reference beyond a bound) as one line each on stderr."""
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+             file: object = None, line: str | None = None) -> None:
+        print(f"shooting-codegen: warning: {' '.join(str(message).split())}", file=sys.stderr, flush=True)
+
+    with warnings.catch_warnings():
+        warnings.showwarning = show
+        yield
+
+
 def _print_report(report: ExportReport, out: str) -> bool:
     """Print an export's lines (its problems on stderr); False when its check failed and nothing was written."""
     for line in report.lines:
@@ -307,7 +322,7 @@ def _print_report(report: ExportReport, out: str) -> bool:
         if problem not in report.lines:
             _stderr(problem)
     if not report.ok:
-        _stderr(f"check failed: nothing written to {out}")
+        _stderr(f"{'check failed' if report.checks else 'failed'}: nothing written to {out}")
     return report.ok
 
 
@@ -439,6 +454,11 @@ def _scenario(args: argparse.Namespace, model: shooting.Model, changes: dict[str
 
 
 def cmd_mpc(args: argparse.Namespace) -> int:
+    with _warning_lines():
+        return _run_mpc(args)
+
+
+def _run_mpc(args: argparse.Namespace) -> int:
     from shooting.mpc.run import run_scenario
 
     progress = _Progress(args.quiet)
@@ -479,6 +499,11 @@ def cmd_mpc(args: argparse.Namespace) -> int:
 
 
 def cmd_controller(args: argparse.Namespace) -> int:
+    with _warning_lines():
+        return _run_controller(args)
+
+
+def _run_controller(args: argparse.Namespace) -> int:
     from shooting.codegen import check_controller_export, export_controller
 
     progress = _Progress(args.quiet)

@@ -17,6 +17,7 @@ Every mistake raises ValueError with a one-line message naming the culprit.
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
 import importlib.util
 import inspect
@@ -27,10 +28,11 @@ import weakref
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
+from typing import TypeVar
 
 from shooting.model import Model
 
-__all__ = ["BUILTIN_MODELS", "builtin_name", "load_model", "model_names", "scenario_factory"]
+__all__ = ["BUILTIN_MODELS", "builtin_name", "load_model", "model_names", "scenario_factory", "user_call"]
 
 #: Names of the built-in models: one module each in `shooting.models`
 #: (installed from the folder ``models/``), defining ``make_model`` and
@@ -45,6 +47,7 @@ BUILTIN_MODELS: tuple[str, ...] = (
     "vanderpol",
 )
 
+_T = TypeVar("_T")
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _counter = itertools.count()
@@ -61,6 +64,9 @@ _BUILTIN_PACKAGE = "shooting.models."
 
 def scenario_factory(model: Model) -> Callable[[Model], object] | None:
     """The ``scenario(model)`` function of the file or module `model` was loaded from, if it has one.
+
+    What the function raises (and a ``sys.exit``) reaches the caller as a
+    one-line ValueError naming the file (see `user_call`).
 
     Parameters
     ----------
@@ -242,7 +248,7 @@ def _call(module: ModuleType, target: str, attr: str | None, params: dict[str, o
         raise ValueError(f"{target} has no function '{attr}'{hint}: define it or name an existing one")
     obj = getattr(module, attr)
     if isinstance(obj, Model):
-        _remember_scenario(module, obj)
+        _remember_scenario(module, target, obj)
         if params:
             raise ValueError(
                 f"{where} is a Model, not a function, so the parameters {', '.join(sorted(params))} "
@@ -252,26 +258,59 @@ def _call(module: ModuleType, target: str, attr: str | None, params: dict[str, o
     if not callable(obj) or inspect.isclass(obj):
         raise ValueError(f"{where} is a {type(obj).__name__}, not a function returning a shooting.Model")
     _check_keywords(obj, where, params)
-    try:
-        result = obj(**params)
-    except ValueError:
-        raise
-    except TypeError as exc:
-        raise ValueError(f"{where} rejected the parameters: {_one_line(exc)}") from exc
-    except Exception as exc:
-        raise ValueError(f"{where} raised {_one_line(exc)}") from exc
+
+    def call() -> object:
+        try:
+            return obj(**params)
+        except TypeError as exc:
+            raise ValueError(f"{where} rejected the parameters: {_one_line(exc)}") from exc
+
+    result = user_call(where, call)
     if not isinstance(result, Model):
         raise ValueError(
             f"{where} returned {type(result).__name__}, not a shooting.Model: make it return shooting.Model(...)"
         )
-    _remember_scenario(module, result)
+    _remember_scenario(module, target, result)
     return result
 
 
-def _remember_scenario(module: ModuleType, model: Model) -> None:
+def user_call(where: str, function: Callable[..., _T], *args: object, **kwargs: object) -> _T:
+    """Call a function of the user's model file; what it raises becomes a one-line ValueError naming `where`.
+
+    A ValueError passes unchanged (it already speaks to the user); any other
+    exception, and ``SystemExit`` (a ``sys.exit()`` in the file would
+    otherwise end the program with its status and no message, or with 0: a
+    false success), becomes ``ValueError("<where> raised <Type>: <message>")``.
+    ``KeyboardInterrupt`` propagates.
+
+    Parameters
+    ----------
+    where : str
+        ``"file.py:function"``, for the message.
+    function : callable
+    *args, **kwargs
+        Its arguments.
+
+    Returns
+    -------
+    object
+        What `function` returned.
+    """
+    try:
+        return function(*args, **kwargs)
+    except ValueError:
+        raise
+    except SystemExit as exc:
+        raise ValueError(f"{where} raised SystemExit({exc.code!r}): functions of a model file must return (or raise "
+                         f"an exception), not exit the program") from None
+    except Exception as exc:
+        raise ValueError(f"{where} raised {_one_line(exc)}") from exc
+
+
+def _remember_scenario(module: ModuleType, target: str, model: Model) -> None:
     factory = getattr(module, "scenario", None)
     if callable(factory):
-        _SCENARIOS[model] = factory
+        _SCENARIOS[model] = functools.partial(user_call, f"{target}:scenario", factory)
     _ORIGINS[model] = module.__name__
 
 

@@ -52,7 +52,8 @@ class Model:
     Parameters
     ----------
     name : str
-        Identifier (letters, digits, underscore); also used to name generated C.
+        Identifier (letters, digits, underscore; at most 112 characters); also
+        used to name generated C.
     x : casadi.SX, shape (nx, 1)
         State symbols.
     u : casadi.SX, shape (nu, 1)
@@ -112,7 +113,9 @@ class Model:
     ------
     ValueError
         A non-symbolic or non-column input, a wrong shape, a symbol used twice,
-        a free symbol in `xdot`, or inconsistent names, nominal values or bounds.
+        a free symbol in `xdot`, inconsistent or repeated names (one name for
+        two states, inputs, parameters or algebraic states), nominal values or
+        bounds, or `xdot` or `alg` not finite at the nominal point.
     """
 
     def __init__(
@@ -144,7 +147,7 @@ class Model:
         z_max: Sequence[float] | np.ndarray | None = None,
         algebraic_names: Sequence[str] | None = None,
     ) -> None:
-        self.name = _validate.identifier(name, "model name")
+        self.name = _validate.identifier(name, "model name", maximum=_validate.MAX_PREFIX_LENGTH)
         self.x = _symbol_vector(x, "x", allow_none=False)
         if self.x.numel() == 0:
             raise ValueError("x is empty: a model needs at least one state")
@@ -201,15 +204,19 @@ class Model:
             raise ValueError(f"time_unit must be a short unit name such as 's', 'min' or 'h', got {time_unit!r}")
         self.time_unit = time_unit.strip()
 
+        _check_unique_names(self)
         if self.nz:
             # z last: the ODE's inputs (x, u, p, t) keep their places
             args, arg_names = [self.x, self.u, self.p, self.t, self.z], ["x", "u", "p", "t", "z"]
             self.f = ca.Function("f", args, [self.xdot], arg_names, ["xdot"])
             self.g: ca.Function | None = ca.Function("g", args, [self.alg], arg_names, ["alg"])
+            _check_finite_at_nominal(self, self.g, "alg", self.algebraic_names)
+            _check_finite_at_nominal(self, self.f, "xdot", self.state_names)
             check_index_one(self)
         else:
             self.f = ca.Function("f", [self.x, self.u, self.p, self.t], [self.xdot], ["x", "u", "p", "t"], ["xdot"])
             self.g = None
+            _check_finite_at_nominal(self, self.f, "xdot", self.state_names)
 
     def _set_algebraic(self, alg: object, **given: Any) -> None:
         """Validate and store `alg`, `z0`, `z_min`, `z_max` and `algebraic_names` (module docstring)."""
@@ -318,6 +325,33 @@ class Model:
     def __repr__(self) -> str:
         dae = f", nz={self.nz}" if self.nz else ""
         return f"Model({self.name!r}, nx={self.nx}, nu={self.nu}, np={self.np}{dae})"
+
+
+def _check_unique_names(model: Model) -> None:
+    """Refuse a name given to two of the states, inputs, parameters and algebraic states (labels, CSV columns)."""
+    seen: dict[str, str] = {}
+    for what, labels in (("state_names", model.state_names), ("input_names", model.input_names),
+                         ("param_names", model.param_names), ("algebraic_names", model.algebraic_names)):
+        for i, label in enumerate(labels):
+            where = f"{what}[{i}]"
+            if label in seen:
+                raise ValueError(f"model {model.name}: the name {label!r} is given to both {seen[label]} and {where}: "
+                                 f"give every state, input, parameter and algebraic state its own name")
+            seen[label] = where
+
+
+def _check_finite_at_nominal(model: Model, function: ca.Function, what: str, labels: Sequence[str]) -> None:
+    """Refuse equations that are not finite at the nominal point (x0, u0, p0, t = 0[, z0]), naming them."""
+    args = [model.x0, model.u0, model.p0, 0.0] + ([model.z0] if model.nz else [])
+    values = np.array(function(*args), dtype=float).reshape(-1)
+    bad = [i for i in range(values.size) if not np.isfinite(values[i])]
+    if bad:
+        point = "(x0, z0, u0, p0, t = 0)" if model.nz else "(x0, u0, p0, t = 0)"
+        names = ", ".join(f"{what}[{i}] ({labels[i]}) = {values[i]:g}" for i in bad[:4])
+        more = f" and {len(bad) - 4} more" if len(bad) > 4 else ""
+        raise ValueError(f"model {model.name}: {names}{more} at the nominal point {point}: the equations must be "
+                         f"finite there; choose x0{', z0' if model.nz else ''}, u0 and p0 where they are defined, "
+                         f"or fix the expression")
 
 
 #: Relative size of the smallest singular value of dg/dz below which the

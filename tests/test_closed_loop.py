@@ -234,7 +234,7 @@ def test_generic_scenario_and_validation(forced):
     assert np.allclose(cost.x_ref, 0) and np.allclose(sc.x0, forced.x0)
     with pytest.raises(ValueError, match="Scenario.Q must be of shape"):
         sc.with_changes(Q=np.eye(3))
-    with pytest.raises(ValueError, match="horizon must be an integer in 1..10000"):
+    with pytest.raises(ValueError, match="horizon must be an integer in 1..1000"):
         sc.with_changes(horizon=0)
     with pytest.raises(ValueError, match="Q must be positive semi-definite"):
         sc.with_changes(Q=[1.0, -1.0])

@@ -298,3 +298,85 @@ def test_module_that_fails_inside_its_own_imports(tmp_path, monkeypatch):
         load_model("brokenpkg_for_test.mod:make_model")
     for name in [m for m in sys.modules if m.startswith("brokenpkg_for_test")]:
         del sys.modules[name]
+
+
+# ---------------------------------------------------------------------------
+# User code that exits or raises: a one-line ValueError naming file and function, never SystemExit
+
+EXITS = """
+import sys
+import casadi as ca
+import shooting
+
+def make_model():
+    x, u = ca.SX.sym("x"), ca.SX.sym("u")
+    return shooting.Model("one", x, u, -x + u, x0=[1.0], dt=0.1)
+
+def quits():
+    sys.exit(0)
+
+def fails():
+    sys.exit(4)
+
+def interrupted():
+    raise KeyboardInterrupt
+
+def scenario(model):
+    {body}
+"""
+
+
+@pytest.mark.parametrize("function, shown", [("quits", "SystemExit(0)"), ("fails", "SystemExit(4)")])
+def test_a_factory_that_calls_sys_exit_is_a_value_error(tmp_path, function, shown):
+    path = write(tmp_path, "exits.py", EXITS.format(body="return None"))
+    with pytest.raises(ValueError) as excinfo:
+        load_model(f"{path}:{function}")
+    assert one_line(excinfo).startswith(f"{path}:{function} raised {shown}: functions of a model file must return")
+    with pytest.raises(KeyboardInterrupt):  # Ctrl-C is not a user error
+        load_model(f"{path}:interrupted")
+
+
+@pytest.mark.parametrize("body, shown", [
+    ("raise RuntimeError('no scenario today')", "RuntimeError: no scenario today"),
+    ("sys.exit(0)", "SystemExit(0)"),
+    ("sys.exit('bye')", "SystemExit('bye')"),
+    ("return {}['x']", "KeyError: 'x'"),
+])
+def test_a_scenario_function_that_raises_or_exits_is_a_value_error(tmp_path, body, shown):
+    path = write(tmp_path, "exits.py", EXITS.format(body=body))
+    model = load_model(str(path))
+    with pytest.raises(ValueError) as excinfo:
+        shooting.default_scenario(model)
+    assert one_line(excinfo).startswith(f"{path}:scenario raised {shown}")
+
+
+def test_reference_and_parameter_functions_that_raise_are_value_errors():
+    model = load_model("vanderpol")
+
+    def reference(t):
+        raise ZeroDivisionError("t = 0")
+
+    with pytest.raises(ValueError, match=r"^reference\(t\) at t = 0 raised ZeroDivisionError: t = 0$"):
+        shooting.sample_horizon(model, 0.0, 0.1, 3, reference=reference)
+    with pytest.raises(ValueError, match=r"^parameters\(t\) at t = 0 raised SystemExit\(2\)"):
+        shooting.sample_horizon(model, 0.0, 0.1, 3, parameters=lambda t: sys.exit(2))
+
+
+@pytest.mark.parametrize("command", ["mpc", "controller"])
+@pytest.mark.parametrize("make, scen", [("sys.exit(0)", "return None"), ("sys.exit(3)", "return None"),
+                                        ("return one()", "raise RuntimeError('boom')"),
+                                        ("return one()", "sys.exit(0)")])
+def test_cli_model_files_that_exit_or_raise_exit_2_in_one_line_and_write_nothing(tmp_path, command, make, scen):
+    import subprocess
+    text = (f"import sys\nimport casadi as ca\nimport shooting\n\ndef one():\n"
+            f"    x, u = ca.SX.sym('x'), ca.SX.sym('u')\n"
+            f"    return shooting.Model('one', x, u, -x + u, x0=[1.0], dt=0.1)\n\ndef make_model():\n    {make}\n\n"
+            f"def scenario(model):\n    {scen}\n")
+    (tmp_path / "user.py").write_text(text)
+    proc = subprocess.run([sys.executable, "-m", "shooting.cli", command, "--model", "user.py", "--out", "out", "-q"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("shooting-codegen: error: user.py:"), proc.stderr
+    assert ("make_model raised SystemExit" in lines[0]) if "exit" in make else ("scenario raised" in lines[0])
+    assert not (tmp_path / "out").exists()

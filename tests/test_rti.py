@@ -89,17 +89,17 @@ def test_each_sample_is_prepared_once_before_it_is_measured(forced):
         x = np.array(plant(x, step.u, model.p0, t, dt)).ravel()
 
 
-def test_an_ill_posed_sparse_qp_is_a_value_error_naming_its_rows():
-    """qrqp threw "Ill-posed problem detected: LBA[31] <= UBA[31]" out of CasADi; the rows are named instead,
-    and the default stage-wise solver reports the failed sample (no exception, success False)."""
+def test_a_non_finite_linearisation_is_a_failed_sample_naming_where():
+    """qrqp threw "Ill-posed problem detected: LBA[31] <= UBA[31]" out of CasADi when the linearisation was NaN;
+    now either QP solver reports a failed sample (success False, the last input held) that names where."""
     import casadi as ca
 
     x, u = ca.SX.sym("x", 2), ca.SX.sym("u")
     model = shooting.Model("nanny", x, u, ca.vertcat(x[1], ca.sqrt(1 - x[0]) + u), x0=[0.0, 0.0], dt=0.1,
                            x_min=[-1, -5], x_max=[0.9, 5], u_min=[-1], u_max=[1])
     ocp = shooting.MultipleShootingOCP(model, 5, dt=0.1, soft_x_bounds=True)
-    rti = shooting.RTIController(ocp, qp_solver="qrqp", initialize_with_ipopt=False)
-    with pytest.raises(ValueError, match=r"ill-posed.*row 2 \(dynamics of stage 0, x0\) \[nan, nan\]"):
-        rti.step([3.0, 0.0], 0.0)  # sqrt(1 - 3): the linearisation at the guess is NaN
-    step = shooting.RTIController(ocp, initialize_with_ipopt=False).step([3.0, 0.0], 0.0)
-    assert not step.success
+    for qp_solver, where in (("qrqp", "row 2 (dynamics of stage 0, x0)"), ("riccati-ipm", "stage 0")):
+        rti = shooting.RTIController(ocp, qp_solver=qp_solver, initialize_with_ipopt=False)
+        step = rti.step([3.0, 0.0], 0.0)  # sqrt(1 - 3): the linearisation at the guess is NaN
+        assert not step.success and where in step.status, step.status
+        assert np.isfinite(step.u).all()

@@ -1,4 +1,4 @@
-"""User models from the CLI: factory parameters, their own scenario, references inside the bounds, time units."""
+"""User models from the CLI: factory parameters, their own scenario, generic regulation, time units."""
 
 from __future__ import annotations
 
@@ -70,7 +70,6 @@ def test_generic_scenario_regulates_inside_the_bounds(tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--x-ref", "500"], "x_ref[0][0] (T) = 500 lies outside the bounds [280, 330]"),
     (["--x-ref", "300,1"], "--x-ref has 2 value(s) but model heater needs 1"),
     (["--model-arg", "k"], "--model-arg 'k' is not NAME=VALUE"),
     (["--model-arg", "kk=1"], "unknown parameter 'kk'"),
@@ -81,12 +80,3 @@ def test_bad_references_and_model_args_are_one_line_errors(tmp_path, args, messa
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "run").exists()
-
-
-def test_references_outside_bounds_are_refused_by_the_ocp():
-    model = shooting.load_model("cartpole")
-    with pytest.raises(ValueError, match=r"x_ref\[0\]\[0\] \(p\) = 3 lies outside the bounds \[-2, 2\]"):
-        shooting.MultipleShootingOCP(model, 10, dt=0.05, x_ref=[3.0, 0, 0, 0])
-    ocp = shooting.MultipleShootingOCP(model, 10, dt=0.05)
-    with pytest.raises(ValueError, match=r"u_ref\[\d+\]\[0\] \(F\) = 100 lies outside"):
-        ocp.solve(model.x0, u_ref=[100.0])

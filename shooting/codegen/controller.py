@@ -22,7 +22,13 @@ import numpy as np
 from shooting import _files, _validate
 from shooting.codegen import toolchain
 from shooting.codegen.c_files import CExport
-from shooting.codegen.controller_c import ControllerSpec, controller_files, controller_spec, generate_controller
+from shooting.codegen.controller_c import (
+    ControllerSpec,
+    GuessNotSolved,
+    controller_files,
+    controller_spec,
+    generate_controller,
+)
 from shooting.codegen.controller_check import (
     TOLERANCE_FLOOR,
     TOLERANCE_SAFETY,
@@ -48,6 +54,25 @@ Progress = Callable[[str], None]
 CHECK_STEPS, CHECK_SAMPLES = 40, 5
 
 
+#: Largest weight of a float controller: by the rule of the double bound
+#: (`shooting._validate.MAX_WEIGHT`: w^2 e^2 below the range for deviations
+#: e up to 1e4), FLT_MAX = 3.4e38 allows w up to 1.8e15.
+MAX_FLOAT_WEIGHT = 1e15
+
+
+def _check_float_weights(ocp: MultipleShootingOCP) -> None:
+    """ValueError naming the first weight too large for single precision."""
+    weights = {"Q": ocp.Q, "R": ocp.R, "Q_terminal": ocp.Q_terminal, "R_delta": ocp.R_delta}
+    if ocp.soft_x_bounds:
+        weights.update(slack_l1=np.array(ocp.slack_l1), slack_l2=np.array(ocp.slack_l2))
+    for option, value in weights.items():
+        largest = float(np.abs(value).max(initial=0.0))
+        if largest > MAX_FLOAT_WEIGHT:
+            raise ValueError(f"{option} has a weight of {largest:.3g}: a float controller takes weights within "
+                             f"+-{MAX_FLOAT_WEIGHT:g} (beyond, the QP's products overflow single precision); rescale "
+                             f"the cost (every weight by the same factor) or export with real='double'")
+
+
 def _legacy(manifest: dict[str, Any]) -> list[str]:
     return controller_files(str(manifest.get("name", "")))
 
@@ -58,7 +83,8 @@ def check_controller_export(out_dir: str | os.PathLike[str], name: str | None = 
     _validate.choice(real, REALS, "real")
     target = _validate.choice(target, TARGETS, "target")
     check = _validate.flag(check, "check")
-    names = [] if name is None else controller_files(_validate.identifier(name, "name"))
+    names = [] if name is None else \
+        controller_files(_validate.identifier(name, "name", maximum=_validate.MAX_PREFIX_LENGTH))
     _files.check_destination(out_dir, names, "manifest.json", force=_validate.flag(force, "force"), legacy=_legacy)
     require_tools(target, check)
 
@@ -203,12 +229,14 @@ def export_controller(
     -------
     ExportReport
         ``errors`` holds ``{"u": worst relative input error}`` when checked;
-        ``flash``/``ram`` for the Cortex-M4 target.
+        ``flash``/``ram`` for the Cortex-M4 target. When IPOPT fails on the
+        OCP (the controller's guess) ``ok`` is False and nothing is written.
 
     Raises
     ------
     ValueError
-        Bad options, an OCP the C cannot solve, a refused directory, a
+        Bad options, an OCP the C cannot solve, weights above
+        `MAX_FLOAT_WEIGHT` for a float export, a refused directory, a
         missing tool.
     """
     reporter = _validate.progress(progress)
@@ -225,13 +253,19 @@ def export_controller(
     force = _validate.flag(force, "force")
     steps = _validate.integer(check_steps, "check_steps", minimum=1, maximum=100_000)
     name = _validate.sanitized_identifier(ocp.model.name) if name is None else \
-        _validate.identifier(name, "name")
+        _validate.identifier(name, "name", maximum=_validate.MAX_PREFIX_LENGTH)
     out = Path(out_dir)
     check_controller_export(out, name, real=real, target=target, check=check, force=force)
+    if real == "float":
+        _check_float_weights(ocp)
     start = ocp.model.x0 if x0 is None else _validate.vector(x0, ocp.model.nx, "x0", broadcast=False)
 
     say(f"solving the OCP from x0 with IPOPT for the initial guess (N = {ocp.horizon})")
-    spec = controller_spec(ocp, x0=start)
+    try:
+        spec = controller_spec(ocp, x0=start)
+    except GuessNotSolved as err:  # a failed solve: reported, nothing written
+        return ExportReport(ok=False, name=name, out_dir=out, files=[], errors={},
+                            problems=(str(err),))
     say(f"generating the controller C ({real}; QP: {spec.nv} variables in {spec.horizon} stages)")
     export = generate_controller(spec, name, real=real, metadata=metadata)
     runs = _Runs(export, spec, start, ocp, steps, say)

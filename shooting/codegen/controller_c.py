@@ -37,9 +37,18 @@ from shooting.mpc.ocp import MultipleShootingOCP
 from shooting.options import REALS, Real
 from shooting.qp import OCP_QP_TOLERANCES, OCPQPSizes
 
-__all__ = ["MAX_QP_ITERATIONS", "ControllerSpec", "controller_files", "controller_spec", "generate_controller"]
+__all__ = ["MAX_QP_ITERATIONS", "ControllerSpec", "GuessNotSolved", "controller_files", "controller_spec",
+           "generate_controller"]
 
 FloatArray = npt.NDArray[np.float64]
+
+
+class GuessNotSolved(ValueError):
+    """IPOPT failed on the OCP whose solution is the controller's guess: a failed solve, not bad input.
+
+    `export_controller` reports it as a failed export (``ok`` False, exit 1
+    in the CLI) instead of raising.
+    """
 
 
 def controller_files(name: str) -> list[str]:
@@ -163,7 +172,7 @@ def controller_spec(ocp: MultipleShootingOCP, *, x0: object = None, guess: tuple
         quadratic tracking problem only), a rate penalty ``R_delta`` (not
         supported by the C controller yet), an input weight R that is not
         positive definite, soft bounds with ``slack_l2 = 0``, or an OCP that
-        IPOPT cannot solve from `x0`.
+        IPOPT cannot solve from `x0` (`GuessNotSolved`, a ValueError).
     """
     if not isinstance(ocp, MultipleShootingOCP):
         raise ValueError(f"ocp must be a shooting.MultipleShootingOCP, got {type(ocp).__name__}")
@@ -191,9 +200,9 @@ def controller_spec(ocp: MultipleShootingOCP, *, x0: object = None, guess: tuple
         start = model.x0 if x0 is None else _validate.vector(x0, model.nx, "x0", broadcast=False)
         sol = ocp.solve(start)
         if not sol.success:
-            raise ValueError(f"IPOPT did not solve the OCP from x0 = {_validate.vector_text(start)} "
-                             f"({sol.status}): the controller needs a trajectory guess; pass x0= where the "
-                             f"OCP is solvable")
+            raise GuessNotSolved(f"IPOPT did not solve the OCP from x0 = {_validate.vector_text(start)} "
+                                 f"({sol.status}): the controller needs a trajectory guess; pass x0= where the "
+                                 f"OCP is solvable")
         x_guess, u_guess = sol.x, sol.u
         origin = "IPOPT's solution of the OCP from x0 = [" + ", ".join(f"{v:.6g}" for v in start) + "]"
     else:

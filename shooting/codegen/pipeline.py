@@ -159,7 +159,12 @@ def _step_metadata(F: ca.Function) -> dict[str, Any]:
 
 
 def require_tools(target: Target, check: bool) -> None:
-    """ValueError naming the package to install when a tool that `target` and `check` need is missing."""
+    """ValueError naming the package to install when a tool that `target` and `check` need is missing.
+
+    Also checks ``SHOOTING_TOOL_TIMEOUT`` when a tool will run (before any long work).
+    """
+    if check or target == "cortex-m4":
+        toolchain.tool_timeout(600.0)
     if check and not toolchain.have_host_compiler():
         raise ValueError("gcc not found: the check compiles on the host; install gcc (apt-get install gcc)")
     if target == "cortex-m4":

@@ -30,10 +30,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from shooting import _validate
+from shooting._validate import MAX_TOOL_TIMEOUT
+
 __all__ = [
     "HOST_CFLAGS",
     "M4_CFLAGS",
     "M4_WARNING_FLAGS",
+    "MAX_TOOL_TIMEOUT",
     "CompileResult",
     "M4Size",
     "ToolchainError",
@@ -109,13 +113,8 @@ def find_tool(name: str) -> str:
 
 
 def tool_timeout(default: float) -> float:
-    """Seconds a tool may run: `default`, or ``SHOOTING_TOOL_TIMEOUT`` from the environment when set."""
-    text = os.environ.get("SHOOTING_TOOL_TIMEOUT", "").strip()
-    try:
-        value = float(text) if text else default
-    except ValueError:
-        return default
-    return value if value > 0 else default
+    """Seconds a tool may run: `default`, or ``SHOOTING_TOOL_TIMEOUT`` (see `shooting._validate.tool_timeout`)."""
+    return _validate.tool_timeout(os.environ.get("SHOOTING_TOOL_TIMEOUT", ""), default)
 
 
 # Lines of compiler output that are headers or context, not the error itself.

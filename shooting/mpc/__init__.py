@@ -5,6 +5,7 @@ one public layout (`ShootingLayout`: pack, unpack and shift of the decision,
 constraint and parameter vectors) shared by the OCP and the RTI.
 """
 
+from shooting._validate import ReferenceBeyondBoundsWarning
 from shooting.mpc.controllers import Controller, ControlStep, MPCController, StageData, sample_horizon
 from shooting.mpc.layout import ShootingLayout
 from shooting.mpc.ocp import MultipleShootingOCP, OCPSolution
@@ -26,6 +27,7 @@ __all__ = [
     "OCPSolution",
     "QuadraticCost",
     "RTIController",
+    "ReferenceBeyondBoundsWarning",
     "Scenario",
     "ScenarioRun",
     "ShootingLayout",

@@ -24,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from shooting import _validate
+from shooting.loading import user_call
 from shooting.model import Model
 from shooting.mpc.ocp import MultipleShootingOCP, OCPSolution
 
@@ -158,16 +159,16 @@ def sample_horizon(model: Model, t: float, dt: float, horizon: int, *,
     Raises
     ------
     ValueError
-        A callable that raises ValueError, returns something that is not a
-        pair (reference), or arrays of the wrong shape or non-finite;
-        the message names the callable and the time.
+        A callable that raises (any exception, or exits), returns something
+        that is not a pair (reference), or arrays of the wrong shape or
+        non-finite; the message names the callable and the time.
     """
     times = t + dt * np.arange(horizon + 1)
     x_ref = u_ref = p = None
     if reference is not None:
         xs, us = [], []
         for j, tj in enumerate(times):
-            out = reference(float(tj))
+            out = user_call(f"reference(t) at t = {tj:g}", reference, float(tj))
             if not isinstance(out, (tuple, list)) or len(out) != 2:
                 raise ValueError(f"reference(t) must return a pair (x_ref, u_ref) of shapes ({model.nx},) and "
                                  f"({model.nu},) (u_ref may be None); at t = {tj:g} it returned {type(out).__name__}")
@@ -177,8 +178,11 @@ def sample_horizon(model: Model, t: float, dt: float, horizon: int, *,
         x_ref = np.array(xs)
         u_ref = np.array(us) if len(us) == horizon else None
     if parameters is not None:
-        p = np.array([_validate.vector(parameters(float(tj)), model.np, f"parameters(t) at t = {tj:g}",
-                                       broadcast=False) for tj in times[:horizon]]).reshape(horizon, model.np)
+        rows = []
+        for tj in times[:horizon]:
+            where = f"parameters(t) at t = {tj:g}"
+            rows.append(_validate.vector(user_call(where, parameters, float(tj)), model.np, where, broadcast=False))
+        p = np.array(rows).reshape(horizon, model.np)
     return StageData(x_ref, u_ref, p)
 
 
@@ -269,7 +273,8 @@ class MPCController:
                              u_ref=self.u_ref if u_ref is None else u_ref, p=self.p if p is None else p,
                              t0=float(t), u_prev=self.u_last if u_prev is None else u_prev)
         u = np.array(sol.u[0], dtype=float).reshape(-1)
-        if np.isfinite(sol.u).all() and np.isfinite(sol.x).all():
+        finite = bool(np.isfinite(sol.u).all() and np.isfinite(sol.x).all())
+        if finite:
             self.solution = sol
         elif warm is not None:
             u = np.array(warm.u[0], dtype=float).reshape(-1)
@@ -277,5 +282,6 @@ class MPCController:
         else:
             u = np.clip(self.model.u0, self.model.u_min, self.model.u_max)
         self.u_last = np.asarray(u, dtype=float).copy()
-        return ControlStep(u=u, solve_time=float(sol.solve_time), success=bool(sol.success),
-                           status=str(sol.status), iterations=int(sol.iterations))
+        return ControlStep(u=u, solve_time=float(sol.solve_time), success=bool(sol.success) and finite,
+                           status=str(sol.status) if finite else f"{sol.status}: non-finite solution",
+                           iterations=int(sol.iterations))

@@ -23,6 +23,7 @@ interval) or be one vector for all.
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -89,7 +90,10 @@ class MultipleShootingOCP:
         for k = 0..N-1, with u_{-1} the ``u_prev`` of `solve` (zero by
         default). Symmetric positive semi-definite; default none.
     x_ref, u_ref : array_like, shapes (nx,) or (N+1, nx), and (nu,) or (N, nu)
-        Default references (zeros); each solve may override them.
+        Default references (zeros); each solve may override them. A
+        reference beyond a bound is accepted: the optimum stops at the
+        bound, and a `ReferenceBeyondBoundsWarning` says so (once per entry)
+        where the entry's weight (its row of Q, Q_terminal or R) is nonzero.
     x_min, x_max, u_min, u_max : array_like, optional
         Bounds (default: the model's). State bounds apply to x_1..x_N.
     stage_cost : callable ``(x, u, p) -> SX scalar``, optional
@@ -250,6 +254,7 @@ class MultipleShootingOCP:
         if self.soft_x_bounds and problem.solver.solver == "fatrop":
             raise ValueError("soft_x_bounds is not available with solver='fatrop' (its stage structure has no "
                              "place for the slacks): use solver='ipopt'")
+        self._warned_references: set[tuple[str, int]] = set()
         self._check_references(self.x_ref, self.u_ref)
         self.step_function = build_integrator(model, problem.method, problem.steps, "none", unroll=HOST_UNROLL_STEPS,
                                               name=f"{model.name}_ocp_step")
@@ -334,9 +339,21 @@ class MultipleShootingOCP:
         self._cost_fn = ca.Function("cost", [w, P], [cost], ["w", "P"], ["cost"])
 
     def _check_references(self, x_ref: FloatArray, u_ref: FloatArray) -> None:
-        """Refuse references the bounds forbid: the OCP could never reach them."""
-        _validate.reference_inside(x_ref, self.x_min, self.x_max, self.model.state_names, "x_ref")
-        _validate.reference_inside(u_ref, self.u_min, self.u_max, self.model.input_names, "u_ref")
+        """Warn, once per entry and OCP, where a weighted reference lies beyond a bound.
+
+        Such a reference is accepted (as acados and do-mpc accept it): the
+        optimum stops at the bound. With zero weight it changes nothing.
+        """
+        N = self.horizon
+        found = [(("x", i), text) for i, text in _validate.references_beyond_bounds(
+            x_ref, self.x_min, self.x_max, [("Q", self.Q, range(N)), ("Q_terminal", self.Q_terminal, [N])],
+            self.model.state_names, "x_ref")]
+        found += [(("u", i), text) for i, text in _validate.references_beyond_bounds(
+            u_ref, self.u_min, self.u_max, [("R", self.R, range(N))], self.model.input_names, "u_ref")]
+        for key, text in found:
+            if key not in self._warned_references:
+                self._warned_references.add(key)
+                warnings.warn(text, _validate.ReferenceBeyondBoundsWarning, stacklevel=4)
 
     def variable_bounds(self) -> tuple[FloatArray, FloatArray]:
         """Lower and upper bounds of the decision vector: inputs at every stage, states from x_1 on.
@@ -494,6 +511,9 @@ class MultipleShootingOCP:
             # The dynamics were evaluated with unconverged algebraic states.
             success, status = False, f"{status}; algebraic equations unsolved (residual {residual:.1e})"
         viol = max(viol, residual)
+        if not (np.isfinite(w).all() and np.isfinite(float(res["f"]))):
+            # (e.g. a step that is NaN where dg/dz is singular): never a success
+            success, status = False, f"{status}; non-finite solution"
         return OCPSolution(
             x=x, u=u, cost=float(res["f"]), success=success,
             status=status, iterations=int(stats.get("iter_count", -1)),

@@ -246,6 +246,7 @@ class RTIController:
         self.last_qp: QPPoint | None = None
         self._prepared: StageQP | tuple[Any, npt.NDArray[np.float64], npt.NDArray[np.float64], Any] | None = None
         self._prepared_P: npt.NDArray[np.float64] | None = None
+        self._prepared_bad: str | None = None
         self.u_last = np.zeros(self.ocp.nu)
         self.feedback_times.clear()
         self.preparation_times.clear()
@@ -268,6 +269,7 @@ class RTIController:
         else:
             A, b, g, H = self._data(self._guess.w, P)
             self._prepared = (A, np.array(b).ravel(), np.array(g).ravel(), H)
+        self._prepared_bad = self._nonfinite(self._prepared)
         self._prepared_P = np.array(P, dtype=float)
         elapsed = time.perf_counter() - t_start
         self.preparation_times.append(elapsed)
@@ -302,6 +304,9 @@ class RTIController:
         ControlStep
             ``u`` (nu,), ``solve_time`` (feedback + preparation seconds of this
             sample), ``success``, ``status`` (the QP solver's), ``iterations``.
+            Non-finite QP data or solution is a failure (``success`` False,
+            never a NaN input): the last input is held and the next sample
+            starts afresh from its measured state.
         """
         ocp = self.ocp
         L = ocp.layout
@@ -318,6 +323,12 @@ class RTIController:
             # forgives t0 = k dt computed as (k-1) dt + dt): a new QP.
             prepare += self._prepare(t, P)
         assert self._prepared is not None and self._guess is not None
+        if self._prepared_bad is not None:
+            # The model's step or its derivatives are not finite at the
+            # linearisation point (e.g. dg/dz singular there): no QP to solve.
+            return self._failed(prepare, 0.0, "", 0, f"non-finite QP data at {self._prepared_bad} (the model's "
+                                                     f"step or its sensitivities are not finite at the "
+                                                     f"linearisation point)")
         t_start = time.perf_counter()
         if isinstance(self._prepared, StageQP):
             w, lam_a, lam_x, success, status, iterations = self._feedback_stages(xv, P, self._prepared)
@@ -325,6 +336,9 @@ class RTIController:
             w, lam_a, lam_x, success, status, iterations = self._feedback_sparse(xv, self._prepared)
         feedback = time.perf_counter() - t_start
         self.feedback_times.append(feedback)
+        if not np.isfinite(w).all():
+            return self._failed(prepare, feedback, status, iterations,
+                                "non-finite QP solution (the QP's arithmetic overflowed)")
         u = np.clip(w[L.u_idx[0]], ocp.u_min, ocp.u_max)
         self.u_last = u.copy()
         # Shift primal and dual values one stage: the next linearisation point
@@ -400,6 +414,30 @@ class RTIController:
             s = np.maximum(0.0, np.maximum(self.ocp.x_min[j] - xj, xj - self.ocp.x_max[j]))
         w = L.pack_w(xs, us, s)
         return w, None, None, res.status == 0, res.message, res.iterations
+
+    def _nonfinite(self, prepared: Any) -> str | None:
+        """Where the prepared QP's data are not finite ("stage k" or "row r ..."), or None."""
+        if isinstance(prepared, StageQP):
+            for k in range(self.ocp.horizon):
+                if not all(np.isfinite(np.asarray(v[k], dtype=float)).all() for v in (prepared.A, prepared.B,
+                                                                                      prepared.b)):
+                    return f"stage {k}"
+            arrays = (prepared.Q, prepared.S, prepared.R, prepared.Q_N, prepared.q, prepared.r)
+            return None if all(np.isfinite(np.asarray(v, dtype=float)).all() for v in arrays if v is not None) \
+                else "the cost's expansion"
+        A, b, g, H = prepared
+        bad = np.flatnonzero(~np.isfinite(np.asarray(b, dtype=float)))
+        if bad.size:
+            return self._row_name(int(bad[0]))
+        finite = all(np.isfinite(np.asarray(v, dtype=float)).all() for v in (g, A.nonzeros(), H.nonzeros()))
+        return None if finite else "the QP's gradient or matrices"
+
+    def _failed(self, prepare: float, feedback: float, status: str, iterations: int, why: str) -> ControlStep:
+        """A failed sample: hold the last input; the next sample starts afresh from its measured state."""
+        ocp = self.ocp
+        self._guess, self._prepared, self._prepared_P = None, None, None
+        return ControlStep(u=np.clip(self.u_last, ocp.u_min, ocp.u_max), solve_time=feedback + prepare,
+                           success=False, status=f"{status}: {why}" if status else why, iterations=iterations)
 
     def _initial_guess(self, x: npt.NDArray[np.float64], P: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         """The first linearisation point: IPOPT's solution for this sample's data (or the OCP's cold guess)."""

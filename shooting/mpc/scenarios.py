@@ -256,21 +256,12 @@ def default_scenario(model: Model | str) -> Scenario:
 def check_scenario(scenario: Scenario, model: Model) -> None:
     """Raise ValueError now if `scenario` does not fit `model` (before any OCP is built).
 
-    Checks the dimensions and that the references lie inside the bounds the
-    OCP will impose (the scenario's, else the model's).
+    Checks the dimensions. References beyond the bounds are accepted (the
+    OCP warns where their weight is nonzero).
     """
     if (model.nx, model.nu) != (scenario.nx, scenario.nu if scenario.nu is not None else model.nu):
         raise ValueError(f"model {model.name} has nx={model.nx}, nu={model.nu} but the scenario for "
                          f"{scenario.model} has nx={scenario.nx}, nu={scenario.nu}")
-    cost, con = scenario.problem.cost, scenario.problem.constraints
-    for ref, lo, hi, names, what in ((cost.x_ref, con.x_min, con.x_max, model.state_names, "x_ref"),
-                                     (cost.u_ref, con.u_min, con.u_max, model.input_names, "u_ref")):
-        if ref is None:
-            continue
-        n = len(names)
-        lower = (model.x_min if what == "x_ref" else model.u_min) if lo is None else np.broadcast_to(lo, (n,))
-        upper = (model.x_max if what == "x_ref" else model.u_max) if hi is None else np.broadcast_to(hi, (n,))
-        _validate.reference_inside(ref, lower, upper, names, what)
 
 
 def build_ocp(

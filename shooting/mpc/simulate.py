@@ -195,7 +195,8 @@ def simulate_closed_loop(
     Returns
     -------
     Trajectory
-        If the plant state becomes non-finite the run stops there and
+        If the plant state becomes non-finite, or the controller returns a
+        non-finite input (a failed sample), the run stops there and
         ``Trajectory.stopped`` says so.
 
     Raises
@@ -203,8 +204,7 @@ def simulate_closed_loop(
     ValueError
         A controller that is neither an OCP nor a `Controller`, mismatched
         plant dimensions, a bad `x0`, `steps`, `dt`, `p` or `noise_std`, a
-        controller that returns an input of the wrong size or a non-finite
-        one, a `reference` or `parameters` the controller cannot take, or
+        controller that returns an input of the wrong size, a `reference` or `parameters` the controller cannot take, or
         one that returns the wrong shape (the message names the callable).
     """
     if p is not None and parameters is not None:
@@ -241,7 +241,11 @@ def simulate_closed_loop(
             _interrupt.check()  # a Ctrl-C that an extension swallowed during the last sample stops the loop here
             t = k * dt
             step, data = feed.step(x.copy(), t, u_prev)
-            u = _checked_input(step, plant.nu, k, t)
+            u = _checked_input(step, plant.nu, k)
+            if not np.isfinite(u).all():
+                record.stopped = (f"controller returned a non-finite input {u} at step {k} (t = {t:g} "
+                                  f"{model.time_unit}): a failed sample, the run stops")
+                break
             u = np.clip(u, plant.u_min, plant.u_max)
             p_k = p_plant if data.p is None else data.p[0]
             # (a plant with algebraic states carries z from sample to sample as Newton's guess)
@@ -326,12 +330,10 @@ class _Feed:
         return data.x_ref[0]
 
 
-def _checked_input(step: ControlStep, nu: int, k: int, t: float) -> FloatArray:
+def _checked_input(step: ControlStep, nu: int, k: int) -> FloatArray:
     u = np.asarray(step.u, dtype=float).reshape(-1)
     if u.size != nu:
         raise ValueError(f"controller returned {u.size} inputs at step {k}, the plant takes {nu}")
-    if not np.isfinite(u).all():
-        raise ValueError(f"controller returned a non-finite input {u} at step {k} (t = {t:g} s)")
     return u
 
 

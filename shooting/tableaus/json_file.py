@@ -16,8 +16,13 @@ from typing import Any
 
 __all__ = ["MAX_BYTES", "MAX_DEPTH", "MAX_INT_DIGITS", "read_json_object"]
 
-#: Largest tableau file: a 30-stage tableau with 300-bit fractions is ~600 kB.
-MAX_BYTES = 4 * 1024 * 1024
+#: Largest tableau file. What `ButcherTableau.to_dict` writes must read back:
+#: at most 40 stages (40^2 + 3 * 40 coefficients, see
+#: `shooting.tableaus.coefficients`) of at most 2470 characters plus quotes and
+#: a separator is 4.3 MB, and the three labels at most 3 x 4096 characters
+#: (6 bytes each when escaped) another 74 kB; a 30-stage tableau of 300-bit
+#: fractions is ~600 kB.
+MAX_BYTES = 8 * 1024 * 1024
 #: Deepest nesting of arrays and objects (a tableau needs 3: object, A, row).
 MAX_DEPTH = 8
 #: Longest JSON integer (a coefficient or an order, not a bignum).

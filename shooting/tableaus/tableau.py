@@ -33,6 +33,7 @@ correctly rounded float64 value (``A``, ``b``, ``c``, ``b_hat``; read-only).
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass, field
@@ -45,13 +46,22 @@ import numpy.typing as npt
 
 from shooting import _validate
 from shooting.tableaus import order_conditions, plot, stability
-from shooting.tableaus.coefficients import format_fraction, ordinal, parse_matrix, parse_vector
+from shooting.tableaus.coefficients import (
+    MAX_BITS,
+    format_fraction,
+    ordinal,
+    parse_matrix,
+    parse_vector,
+    to_fraction,
+)
 from shooting.tableaus.json_file import read_json_object
 
-__all__ = ["INEXACT_TOLERANCE", "ButcherTableau", "load_tableau"]
+__all__ = ["INEXACT_TOLERANCE", "MAX_LABEL", "ButcherTableau", "load_tableau"]
 
 #: Base tolerance of the checks for tableaus given with float coefficients.
 INEXACT_TOLERANCE = 1e-12
+#: Longest name, description or reference (a line, a paragraph).
+MAX_LABEL = 4096
 
 _JSON_KEYS = (
     "A", "b", "c", "b_hat", "name", "order", "embedded_order",
@@ -63,6 +73,33 @@ def _check_declared(value: Any, what: str) -> int | None:
     if value is None:
         return None
     return _validate.integer(value, what, minimum=1)
+
+
+def _common_denominator(values: Any, common: int, label: str) -> int:
+    """The least common denominator of `values` and `common`, or ValueError beyond `MAX_BITS` bits.
+
+    Exact order conditions and stability polynomials work on the integers
+    ``D x``: their cost grows with the bits of ``D``, not of each
+    coefficient (1600 coefficients with unrelated 64-bit denominators have a
+    ``D`` of ~100000 bits, and a 40-stage check of them took minutes).
+    Rational tableaus need a few dozen bits, floats at most 1074, the
+    collocation families ~320.
+    """
+    for x in values:
+        common = math.lcm(common, x.denominator)
+        if common.bit_length() > MAX_BITS:
+            raise ValueError(f"the coefficients of the tableau (up to {label}) have no common denominator of at most "
+                             f"{MAX_BITS} bits: write them over a common denominator, or as floats")
+    return common
+
+
+def _readable(text: str) -> bool:
+    """Whether a coefficient written as `text` is accepted again (a row sum may exceed the bounds)."""
+    try:
+        to_fraction(text, "c")
+    except ValueError:
+        return False
+    return True
 
 
 def _frozen_array(values: Any) -> npt.NDArray[np.float64]:
@@ -118,9 +155,10 @@ class ButcherTableau:
     Raises
     ------
     ValueError
-        For a wrong shape, a non-numeric or non-finite entry, ``c != A @ 1``,
-        weights not summing to one, or a declared order that the order
-        conditions contradict.
+        For a wrong shape, more than 40 stages, a non-numeric or non-finite
+        entry, coefficients without a common denominator of at most 4096
+        bits, ``c != A @ 1``, weights not summing to one, or a declared
+        order that the order conditions contradict.
 
     Notes
     -----
@@ -154,14 +192,18 @@ class ButcherTableau:
         for attr in ("name", "description", "reference"):
             if not isinstance(getattr(self, attr), str):
                 raise ValueError(f"{attr} must be a str, got {getattr(self, attr)!r}")
+            if len(getattr(self, attr)) > MAX_LABEL:
+                raise ValueError(f"{attr} has {len(getattr(self, attr))} characters: at most {MAX_LABEL}")
         A, exact = parse_matrix(self.A)
         s = len(A)
+        common = _common_denominator((x for row in A for x in row), 1, "A")
         row_sums = tuple(sum(row, Fraction(0)) for row in A)
         vectors: dict[str, Any] = {"b": self.b, "c": self.c, "b_hat": self.b_hat}
         for label, raw in vectors.items():
             if raw is not None or label == "b":
                 vectors[label], ok = parse_vector(raw, label, s)
                 exact = exact and ok
+                common = _common_denominator(vectors[label], common, label)
         b, b_hat = vectors["b"], vectors["b_hat"]
         c = row_sums if self.c is None else vectors["c"]
 
@@ -392,12 +434,21 @@ class ButcherTableau:
         return ButcherTableau(**kwargs)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict; coefficients as exact fraction strings (``"1/6"``)."""
+        """JSON-ready dict; coefficients as exact fraction strings (``"1/6"``).
+
+        ``from_json(t.to_dict()) == t`` with the same name, orders and
+        tolerance, for every tableau (also through a JSON file). ``c`` is
+        left out only when it is the row sums of ``A`` and beyond what a
+        coefficient may be (the row sums are then derived again).
+        """
+        c = [str(x) for x in self.c_exact]
+        row_sums = tuple(sum(row, Fraction(0)) for row in self.A_exact)
+        derived = self.c_exact == row_sums and not all(_readable(text) for text in c)
         out: dict[str, Any] = {
             "name": self.name,
             "A": [[str(x) for x in row] for row in self.A_exact],
             "b": [str(x) for x in self.b_exact],
-            "c": [str(x) for x in self.c_exact],
+            **({} if derived else {"c": c}),
         }
         optional = {
             "b_hat": None if self.b_hat_exact is None else [str(x) for x in self.b_hat_exact],
