@@ -38,10 +38,14 @@ from shooting.mpc.controllers import ControlStep
 from shooting.mpc.layout import ShootingLayout
 from shooting.mpc.ocp import MultipleShootingOCP
 from shooting.mpc.rti_stage import StageQPBuilder
+from shooting.mpc.sqp import SQPResult, sqp
 from shooting.options import QP_SOLVERS, QPSolver
 from shooting.qp import StageQP, solve_stage_qp
 
-__all__ = ["QPPoint", "RTIController"]
+__all__ = ["MAX_SQP_ITERATIONS", "QPPoint", "RTIController"]
+
+#: Most SQP iterations of one solve.
+MAX_SQP_ITERATIONS = 1000
 
 
 @dataclass(frozen=True)
@@ -88,8 +92,15 @@ class RTIController:
         controller's method; converged to rounding in double). "qrqp",
         "osqp": the whole sparse QP by a solver shipped with CasADi.
     initialize_with_ipopt : bool, default True
-        Start from a converged IPOPT solution at the first state (a cold
-        RTI from a poor guess would need several samples to converge).
+        The first guess (after construction or `reset`) is IPOPT's solution
+        at the first state; False: every state at the measured one, every
+        input at its reference clipped to the bounds (`MultipleShootingOCP.initial_guess`).
+    cold_start_iterations : int, default 50
+        The first `step` after construction or `reset` iterates SQP (`solve`)
+        from that guess to convergence, at most this many iterations
+        ("riccati-ipm" only; 0: a plain real-time iteration).
+    sqp_iterations : int, default 1
+        SQP iterations of every later sample: 1 is the real-time iteration.
 
     Attributes
     ----------
@@ -105,7 +116,8 @@ class RTIController:
     """
 
     def __init__(self, ocp: MultipleShootingOCP, *, qp_solver: QPSolver = "riccati-ipm",
-                 initialize_with_ipopt: bool = True) -> None:
+                 initialize_with_ipopt: bool = True, cold_start_iterations: int = 50,
+                 sqp_iterations: int = 1) -> None:
         if not isinstance(ocp, MultipleShootingOCP):
             raise ValueError(f"ocp must be a MultipleShootingOCP, got {type(ocp).__name__}")
         qp_solver = _validate.choice(qp_solver, QP_SOLVERS, "qp_solver")
@@ -117,6 +129,13 @@ class RTIController:
             raise ValueError("RTIController supports bounds only: drop path_constraints/terminal_constraints")
         self.ocp, self.model, self.dt = ocp, ocp.model, ocp.dt
         self.initialize_with_ipopt = _validate.flag(initialize_with_ipopt, "initialize_with_ipopt")
+        self.cold_start_iterations = _validate.integer(cold_start_iterations, "cold_start_iterations", minimum=0,
+                                                       maximum=MAX_SQP_ITERATIONS)
+        self.sqp_iterations = _validate.integer(sqp_iterations, "sqp_iterations", minimum=1,
+                                                maximum=MAX_SQP_ITERATIONS)
+        if qp_solver != "riccati-ipm" and sqp_iterations > 1:
+            raise ValueError(f"sqp_iterations={sqp_iterations} needs qp_solver='riccati-ipm' (the SQP's line "
+                             f"search uses its stage-wise QP)")
         self.feedback_times: list[float] = []
         self.preparation_times: list[float] = []
         self.qp_solver = qp_solver
@@ -247,6 +266,8 @@ class RTIController:
         self._prepared: StageQP | tuple[Any, npt.NDArray[np.float64], npt.NDArray[np.float64], Any] | None = None
         self._prepared_P: npt.NDArray[np.float64] | None = None
         self._prepared_bad: str | None = None
+        self._cold = True
+        self.last_sqp: SQPResult | None = None
         self.u_last = np.zeros(self.ocp.nu)
         self.feedback_times.clear()
         self.preparation_times.clear()
@@ -314,7 +335,15 @@ class RTIController:
         prev = self.u_last if u_prev is None else u_prev
         P = ocp.parameters(np.zeros(ocp.nx), x_ref, u_ref, p, t, prev)
         prepare = 0.0
-        if self._guess is None:
+        iterate = self.cold_start_iterations if self._cold else self.sqp_iterations - 1
+        if self._stages is not None and iterate > 0:
+            # SQP to convergence (a cold start) or the extra iterations of a sample, from the guess; the
+            # feedback below is then one more QP at the result (converged: the same point).
+            started = time.perf_counter()
+            self.last_sqp = self._sqp(xv, P, iterate)
+            prepare += time.perf_counter() - started
+            prepare += self._prepare(t, P)
+        elif self._guess is None:
             w0 = self._initial_guess(xv, P)
             self._guess = QPPoint(w0, None, None)
             prepare += self._prepare(t, P)
@@ -407,13 +436,57 @@ class RTIController:
         res = solve_stage_qp(self._stages.with_state(qp, x, u_prev), x_guess=self._stages.guess(xb, ub, u_prev),
                              u_guess=ub)
         xs, us = res.x[:, :self.ocp.nx], res.u
-        s = None
-        if L.ns:  # the OCP's one slack per soft state bound: what the solution exceeds it by
-            j = self.ocp.soft_states
-            xj = xs[1:, j]
-            s = np.maximum(0.0, np.maximum(self.ocp.x_min[j] - xj, xj - self.ocp.x_max[j]))
-        w = L.pack_w(xs, us, s)
+        w = L.pack_w(xs, us, self._slacks(xs))
         return w, None, None, res.status == 0, res.message, res.iterations
+
+    def solve(self, x0: npt.ArrayLike, *, max_iter: int = 50, x_ref: npt.ArrayLike | None = None,
+              u_ref: npt.ArrayLike | None = None, p: npt.ArrayLike | None = None, t0: float = 0.0,
+              u_prev: npt.ArrayLike | None = None) -> SQPResult:
+        """SQP from the current guess (after `reset`: the first guess) to a KKT point of the OCP, for state x0.
+
+        The guess becomes the result, so the next `step` continues from it.
+        Parameters as for `step`; see `shooting.mpc.sqp` for the iteration.
+
+        Returns
+        -------
+        SQPResult
+            ``u`` (N, nu), ``x`` (N+1, nx), ``iterations``, ``status`` (0 converged).
+        """
+        if self._stages is None:
+            raise ValueError(f"solve needs qp_solver='riccati-ipm' (this controller uses {self.qp_solver!r})")
+        ocp = self.ocp
+        xv = _validate.vector(x0, ocp.nx, "x0", broadcast=False)
+        max_iter = _validate.integer(max_iter, "max_iter", minimum=1, maximum=MAX_SQP_ITERATIONS)
+        prev = self.u_last if u_prev is None else u_prev
+        result = self._sqp(xv, ocp.parameters(np.zeros(ocp.nx), x_ref, u_ref, p, t0, prev), max_iter)
+        self.last_sqp = result
+        return result
+
+    def _sqp(self, x0: npt.NDArray[np.float64], P: npt.NDArray[np.float64], max_iter: int) -> SQPResult:
+        """`solve` for validated data P; leaves the result as the guess and the controller warm."""
+        assert self._stages is not None
+        ocp, L, builder = self.ocp, self.ocp.layout, self._stages
+        d = L.unpack_parameters(P)
+        xr, ur, pp, t0, u_prev = d["x_ref"], d["u_ref"], d["p"], float(d["t0"]), d["u_prev"]
+        w = self._initial_guess(x0, P) if self._guess is None else self._guess.w
+        x, u = L.unpack_w(w)
+        x = x.copy()
+        x[0] = x0
+        result = sqp(x, u, lambda xs, us: builder.sqp_step(xs, us, xr, ur, pp, t0, u_prev),
+                     lambda xs, us: ocp.cost(xs, us, x_ref=xr, u_ref=ur, p=pp, t0=t0, u_prev=u_prev),
+                     lambda xs, us: builder.defects(xs, us, pp, t0), max_iter=max_iter)
+        self._guess = QPPoint(L.pack_w(result.x, result.u, self._slacks(result.x)), None, None)
+        self._prepared_P = None  # a new guess: the sample's QP is built again
+        self._cold = False
+        return result
+
+    def _slacks(self, x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64] | None:
+        """The OCP's one slack per soft state bound: what the states exceed it by."""
+        if not self.ocp.layout.ns:
+            return None
+        j = self.ocp.soft_states
+        xj = x[1:, j]
+        return np.maximum(0.0, np.maximum(self.ocp.x_min[j] - xj, xj - self.ocp.x_max[j]))
 
     def _nonfinite(self, prepared: Any) -> str | None:
         """Where the prepared QP's data are not finite ("stage k" or "row r ..."), or None."""

@@ -28,7 +28,8 @@ import numpy.typing as npt
 
 from shooting.integrate.integrator import HOST_UNROLL_STEPS, build_integrator
 from shooting.mpc.ocp import MultipleShootingOCP
-from shooting.qp import StageQP
+from shooting.mpc.sqp import SQPStep
+from shooting.qp import StageQP, solve_stage_qp, stage_qp_objective
 
 __all__ = ["StageQPBuilder"]
 
@@ -49,6 +50,12 @@ class StageQPBuilder:
     Parameters
     ----------
     ocp : MultipleShootingOCP
+
+    Attributes
+    ----------
+    linearise : casadi.Function
+        ``(xb (nx, N), ub (nu, N), p (np, N), t0) -> (x_next (nx, N), A (nx, N nx), B (nx, N nu))``: every
+        stage's discrete step and its sensitivities at the linearisation point, one mapped call.
     """
 
     def __init__(self, ocp: MultipleShootingOCP) -> None:
@@ -61,7 +68,7 @@ class StageQPBuilder:
         # (algebraic states: Newton on g from the model's z0, as in the OCP)
         z_guess = [ca.repmat(ca.DM(ocp.model.z0), 1, N)] if ocp.model.nz else []
         Fn, A, B = F.map(N).call([Xb, Ub, Pm, t0 + ca.DM(np.arange(N) * ocp.dt).T, ocp.dt, *z_guess])[:3]
-        self._linearise = ca.Function("rti_linearise", [Xb, Ub, Pm, t0], [Fn, A, B], ["xb", "ub", "p", "t0"],
+        self.linearise = ca.Function("rti_linearise", [Xb, Ub, Pm, t0], [Fn, A, B], ["xb", "ub", "p", "t0"],
                                       ["x_next", "A", "B"])
         self._extra = self._extra_cost_functions()
         self.rate = bool(ocp.R_delta.any())
@@ -105,7 +112,7 @@ class StageQPBuilder:
         """
         ocp = self.ocp
         N, nx, nu = ocp.horizon, ocp.nx, ocp.nu
-        Fn, A, B = (np.array(v, dtype=float) for v in self._linearise(xb[:N].T, ub.T, p.T, t0))
+        Fn, A, B = (np.array(v, dtype=float) for v in self.linearise(xb[:N].T, ub.T, p.T, t0))
         A = A.reshape(nx, N, nx).transpose(1, 0, 2)
         B = B.reshape(nx, N, nu).transpose(1, 0, 2)
         b = Fn.T - np.einsum("kij,kj->ki", A, xb[:N]) - np.einsum("kij,kj->ki", B, ub)
@@ -169,3 +176,26 @@ class StageQPBuilder:
             return xb
         prev = np.vstack([u_prev[None], ub])
         return np.hstack([xb, prev])
+
+    def defects(self, x: FloatArray, u: FloatArray, p: FloatArray, t0: float) -> FloatArray:
+        """A trajectory's violations: x_{k+1} - F(x_k, u_k) (N nx entries), then by how much it exceeds the
+        hard bounds (the inputs', and the states' unless soft), flat."""
+        ocp = self.ocp
+        N = ocp.horizon
+        Fn = np.array(self.linearise(x[:N].T, u.T, p.T, t0)[0], dtype=float)
+        parts = [np.ravel(x[1:] - Fn.T), np.maximum(0.0, np.maximum(ocp.u_min - u, u - ocp.u_max)).ravel()]
+        if not ocp.soft_x_bounds:
+            parts.append(np.maximum(0.0, np.maximum(ocp.x_min - x[1:], x[1:] - ocp.x_max)).ravel())
+        return np.concatenate(parts)
+
+    def sqp_step(self, x: FloatArray, u: FloatArray, x_ref: FloatArray, u_ref: FloatArray, p: FloatArray,
+                 t0: float, u_prev: FloatArray) -> SQPStep:
+        """One SQP iteration's QP: linearise at (x, u) (x[0] the measured state) and solve from there."""
+        nx = self.ocp.nx
+        qp = self.with_state(self.build(x, u, x_ref, u_ref, p, t0, u_prev), x[0], u_prev)
+        start = self.guess(x, u, u_prev)
+        res = solve_stage_qp(qp, x_guess=start, u_guess=u)
+        if res.status != 0:
+            return SQPStep(x, u, False, 0.0, 0.0, res.message)
+        decrease = stage_qp_objective(qp, start, u) - stage_qp_objective(qp, res.x, res.u)
+        return SQPStep(res.x[:, :nx], res.u, True, decrease, float(np.abs(res.pi).max(initial=0.0)))

@@ -8,6 +8,14 @@ against Clarabel by the tests. Lower than mpc and controller: both use it.
 """
 
 from shooting.qp.ipm import solve_stage_qp
-from shooting.qp.stage_qp import OCP_QP_STATUS, OCP_QP_TOLERANCES, OCPQPSizes, StageQP, StageQPResult
+from shooting.qp.stage_qp import (
+    OCP_QP_STATUS,
+    OCP_QP_TOLERANCES,
+    OCPQPSizes,
+    StageQP,
+    StageQPResult,
+    stage_qp_objective,
+)
 
-__all__ = ["OCP_QP_STATUS", "OCP_QP_TOLERANCES", "OCPQPSizes", "StageQP", "StageQPResult", "solve_stage_qp"]
+__all__ = ["OCP_QP_STATUS", "OCP_QP_TOLERANCES", "OCPQPSizes", "StageQP", "StageQPResult", "solve_stage_qp",
+           "stage_qp_objective"]

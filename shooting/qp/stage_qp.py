@@ -19,7 +19,8 @@ import numpy.typing as npt
 
 from shooting.options import Real
 
-__all__ = ["OCP_QP_STATUS", "OCP_QP_TOLERANCES", "OCPQPSizes", "StageQP", "StageQPResult", "blocks"]
+__all__ = ["OCP_QP_STATUS", "OCP_QP_TOLERANCES", "OCPQPSizes", "StageQP", "StageQPResult", "blocks",
+           "stage_qp_objective"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -189,3 +190,38 @@ class StageQPResult:
     @property
     def message(self) -> str:
         return OCP_QP_STATUS.get(self.status, f"status {self.status}")
+
+
+def stage_qp_objective(qp: StageQP, x: FloatArray, u: FloatArray) -> float:
+    """The QP's objective at (x (N+1, nx), u (N, nu)), soft rows' penalties l1 s + l2 s^2 at their smallest slacks.
+
+    (The objective the solver minimises: a line search compares it between two points.)
+    """
+    z = qp.sizes
+    N, nx, nu = z.N, z.nx, z.nu
+    x, u = np.asarray(x, dtype=float).reshape(N + 1, nx), np.asarray(u, dtype=float).reshape(N, nu)
+    Q, S, R = blocks(qp.Q, N, (nx, nx), "Q"), blocks(qp.S, N, (nu, nx), "S"), blocks(qp.R, N, (nu, nu), "R")
+    q, r = blocks(qp.q, N + 1, (nx,), "q"), blocks(qp.r, N, (nu,), "r")
+    total = 0.5 * np.einsum("ki,kij,kj->", x[:N], Q, x[:N]) + np.einsum("ki,kij,kj->", u, S, x[:N])
+    total += 0.5 * np.einsum("ki,kij,kj->", u, R, u) + np.einsum("ki,ki->", q[:N], x[:N]) + np.einsum("ki,ki->", r, u)
+    QN = np.asarray(qp.Q_N, dtype=float).reshape(nx, nx)
+    total += 0.5 * x[N] @ QN @ x[N] + q[N] @ x[N]
+
+    def penalty(values: FloatArray, lo: FloatArray, hi: FloatArray, soft: list[bool]) -> float:
+        flags = np.asarray(list(soft) if soft else [False] * values.shape[-1], dtype=bool)
+        excess = np.maximum(0.0, np.maximum(lo - values, values - hi))[..., flags]
+        return float(qp.l1 * excess.sum() + qp.l2 * (excess ** 2).sum())
+
+    if z.nbx:
+        idx = list(qp.idxbx)
+        lbx = blocks(-np.inf if qp.lbx is None else qp.lbx, N, (z.nbx,), "lbx")
+        ubx = blocks(np.inf if qp.ubx is None else qp.ubx, N, (z.nbx,), "ubx")
+        total += penalty(x[1:, idx], lbx, ubx, qp.soft_bx)
+    if z.ng:
+        C, D = blocks(qp.C, N, (z.ng, nx), "C"), blocks(qp.D, N, (z.ng, nu), "D")
+        g = np.einsum("kij,kj->ki", C, x[:N]) + np.einsum("kij,kj->ki", D, u)
+        total += penalty(g, blocks(qp.lg, N, (z.ng,), "lg"), blocks(qp.ug, N, (z.ng,), "ug"), qp.soft_g)
+    if z.ngN:
+        gN = np.asarray(qp.CN, dtype=float).reshape(z.ngN, nx) @ x[N]
+        total += penalty(gN, np.asarray(qp.lgN, dtype=float), np.asarray(qp.ugN, dtype=float), qp.soft_gN)
+    return float(total)

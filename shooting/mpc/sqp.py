@@ -1,0 +1,148 @@
+"""SQP on the stage-wise QP, globalised by an exact-penalty merit line search: the RTI iterated to convergence.
+
+One iteration (Nocedal and Wright, Numerical Optimization, 2nd ed., alg. 18.3):
+linearise at the guess w = (x, u) and solve the stage-wise QP from it (the
+same QP as a real-time iteration), giving the step dw = w_qp - w; then
+backtrack along dw on the l1 merit function
+
+    phi(w) = J(w) + nu V(w),   V(w) = sum_k |x_{k+1} - F(x_k, u_k)|_1 + the hard bounds' violations,
+
+J the OCP's objective (soft bounds' penalties included) and nu at least 1.1
+times the largest multiplier of the QP's equalities (so that dw is a descent
+direction of phi; nu never decreases). A step a in (0, 1] is accepted when
+phi(w + a dw) <= phi(w) - eta a pred, pred = m(w) - m(w_qp) + nu V(w) >= 0 the
+decrease the QP model m predicts, m(w) - m(w_qp) (m = J for a quadratic
+cost; its second-order expansion for extra costs). Converged when the step and the
+dynamics' defects are below the tolerances relative to the trajectory's size.
+A converged point is a KKT point of the OCP's NLP whatever the QP's Hessian
+(Gauss-Newton here), so it equals IPOPT's solution to the tolerances.
+
+The exported C runs the same iteration (``NAME_mpc_solve``); `SQPResult`
+is what both report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["SQP_STATUS", "SQP_TOLERANCES", "SQPResult", "SQPStep", "sqp"]
+
+FloatArray = npt.NDArray[np.float64]
+
+#: Statuses of an SQP run (the C's NAME_MPC_SQP_* codes).
+SQP_STATUS = {0: "converged", 1: "iteration limit", 2: "QP failed", 3: "line search failed"}
+
+#: Step and defect tolerances, relative to 1 + the trajectory's largest entry.
+SQP_TOLERANCES = {"double": {"step": 1e-8, "defect": 1e-9}, "float": {"step": 2e-5, "defect": 2e-5}}
+
+#: Armijo's sufficient-decrease fraction, the backtracking factor, the smallest step, and the merit's rounding
+#: (relative) the test forgives.
+ARMIJO, BACKTRACK, MIN_STEP, ROUNDING = 1e-4, 0.5, 1.0 / 1024, 1e-14
+
+
+@dataclass(frozen=True)
+class SQPStep:
+    """What one QP of an SQP iteration gives: its solution, the decrease of the QP's objective from the guess
+    to it (the model's predicted decrease of J), the size of the equalities' multipliers."""
+
+    x: FloatArray
+    u: FloatArray
+    ok: bool
+    model_decrease: float
+    multiplier: float
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class SQPResult:
+    """An SQP run.
+
+    Attributes
+    ----------
+    x : ndarray, shape (N+1, nx)
+    u : ndarray, shape (N, nu)
+    iterations : int
+    status : int
+        0 converged, else a key of `SQP_STATUS`.
+    step : float
+        The last step's size (infinity norm, relative).
+    defect : float
+        The dynamics' defects at the end (infinity norm, relative).
+    message : str
+    """
+
+    x: FloatArray
+    u: FloatArray
+    iterations: int
+    status: int
+    step: float
+    defect: float
+    message: str = ""
+
+    @property
+    def success(self) -> bool:
+        return self.status == 0
+
+
+def sqp(x: FloatArray, u: FloatArray, qp_step: Callable[[FloatArray, FloatArray], SQPStep],
+        objective: Callable[[FloatArray, FloatArray], float],
+        defects: Callable[[FloatArray, FloatArray], FloatArray], *, max_iter: int = 50,
+        tolerances: dict[str, float] | None = None) -> SQPResult:
+    """Iterate from the guess (x, u) (x[0] the measured state) to a KKT point.
+
+    Parameters
+    ----------
+    x, u : ndarray, shapes (N+1, nx), (N, nu)
+    qp_step : callable ``(x, u) -> SQPStep``
+        Linearise at (x, u) and solve the QP from there.
+    objective : callable ``(x, u) -> float``
+        The OCP's objective J.
+    defects : callable ``(x, u) -> ndarray``
+        The constraints' violations: x_{k+1} - F(x_k, u_k), and by how much hard bounds are exceeded.
+    max_iter : int
+    tolerances : dict, optional
+        ``step``, ``defect`` (default `SQP_TOLERANCES["double"]`).
+
+    Returns
+    -------
+    SQPResult
+    """
+    tol = {**SQP_TOLERANCES["double"], **(tolerances or {})}
+    nu_pen, step_size = 0.0, np.inf
+    x, u = np.array(x, dtype=float), np.array(u, dtype=float)
+    for it in range(max_iter + 1):
+        scale = 1.0 + max(np.abs(x).max(initial=0.0), np.abs(u).max(initial=0.0))
+        defect = float(np.abs(defects(x, u)).max(initial=0.0)) / scale
+        if step_size <= tol["step"] and defect <= tol["defect"]:
+            return SQPResult(x, u, it, 0, step_size, defect)
+        if it == max_iter:
+            return SQPResult(x, u, it, 1, step_size, defect, SQP_STATUS[1])
+        qp = qp_step(x, u)
+        if not qp.ok:
+            return SQPResult(x, u, it, 2, step_size, defect, f"{SQP_STATUS[2]}: {qp.message}")
+        dx, du = qp.x - x, qp.u - u
+        step_size = max(np.abs(dx).max(initial=0.0), np.abs(du).max(initial=0.0)) / scale
+        nu_pen = max(nu_pen, 1.1 * qp.multiplier)
+        V = float(np.abs(defects(x, u)).sum())
+        J = objective(x, u)
+        phi = J + nu_pen * V
+        pred = max(qp.model_decrease + nu_pen * V, 0.0)
+        alpha = 1.0
+        while True:
+            xt, ut = x + alpha * dx, u + alpha * du
+            phi_t = objective(xt, ut) + nu_pen * float(np.abs(defects(xt, ut)).sum())
+            # (the slack: rounding in phi itself, so that a step at the precision's floor is not refused)
+            if np.isfinite(phi_t) and phi_t <= phi - ARMIJO * alpha * pred + ROUNDING * (1.0 + abs(phi)):
+                break
+            if alpha <= MIN_STEP:
+                if step_size <= tol["step"]:  # a step at the precision's floor: as converged as it gets
+                    break
+                return SQPResult(x, u, it, 3, step_size, defect, f"{SQP_STATUS[3]} (merit {phi:.6g})")
+            alpha *= BACKTRACK
+        x, u = xt, ut
+        step_size *= alpha
+    raise AssertionError("unreachable")  # pragma: no cover
