@@ -41,7 +41,7 @@ WORST_LISTED = 10
 class SweepResult:
     """What `sweep` did: one row per case and the summary.
 
-    Attributes
+    Parameters
     ----------
     columns : tuple of str
         The columns of cases.csv: ``case, seed, success, failed_steps, cost,
