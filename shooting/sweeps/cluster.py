@@ -27,6 +27,7 @@ import logging
 import os
 import signal
 import uuid
+import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -158,9 +159,11 @@ def _local_cluster(workers: int) -> Any:
         # A worker process of a local cluster is importing the user's script, which starts a sweep at import.
         raise RuntimeError(_MAIN_HINT)
     try:
-        return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                            dashboard_address=None, silence_logs=logging.CRITICAL,
-                            preload=["shooting.sweeps.worker"])
+        with warnings.catch_warnings():  # ("Port 8787 is already in use": its HTTP server takes another port)
+            warnings.simplefilter("ignore")
+            return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                dashboard_address=None, silence_logs=logging.CRITICAL,
+                                preload=["shooting.sweeps.worker"])
     except RuntimeError as err:
         raise ValueError(f"{_first_line(err)}: {_MAIN_HINT}") from None
 
