@@ -496,9 +496,16 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.p_spread and not model.np:
         raise UsageError(f"--p-spread has no effect: model {model.name} has no parameters; drop --p-spread")
     scenario = _scenario(args, model, {}, ("sim_steps",))
-    result = sweep(scenario, model=model, controller=args.controller, cases=args.cases, x0_spread=args.x0_spread,
-                   p_spread=args.p_spread, noise_std=args.noise_std, seed=args.seed or 0, scheduler=args.scheduler,
-                   workers=args.workers, out_dir=args.out, resume=args.resume, progress=not args.quiet)
+    try:
+        result = sweep(scenario, model=model, controller=args.controller, cases=args.cases, x0_spread=args.x0_spread,
+                       p_spread=args.p_spread, noise_std=args.noise_std, seed=args.seed or 0,
+                       scheduler=args.scheduler, workers=args.workers, out_dir=args.out, resume=args.resume,
+                       progress=not args.quiet)
+    except RuntimeError as err:  # a case that could not run (its workers died): the journal keeps the others
+        if _interrupt.requested():
+            raise KeyboardInterrupt from err
+        _stderr(f"shooting-codegen: {err}: --resume runs the missing cases")
+        return 1
     s = result.summary
     print(f"{model.name}: {s['cases']} cases ({s['cases_resumed']} resumed) on {s['run_on']['where']}, "
           f"{s['succeeded']} succeeded ({100 * s['success_rate']:.1f} %), median cost {s['cost']['p50']}, median "

@@ -114,7 +114,7 @@ class _DaskPool(Pool):
                 self._level = None
 
     def run(self, cases: Sequence[Case], spec: SweepSpec, trajectory: bool = False) -> Iterator[dict[str, Any]]:
-        from distributed import as_completed
+        from distributed import KilledWorker, as_completed
 
         client = self._client
         tag = uuid.uuid4().hex[:12]
@@ -124,7 +124,11 @@ class _DaskPool(Pool):
         try:
             for future in as_completed(futures, loop=client.loop):
                 _interrupt.check()
-                row = future.result()
+                try:
+                    row = future.result()
+                except KilledWorker as err:
+                    raise RuntimeError(f"a case could not run: every worker process that took it died "
+                                       f"({_first_line(err)})") from None
                 future.release()
                 yield row
         finally:
