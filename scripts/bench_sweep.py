@@ -104,14 +104,13 @@ def main(argv: list[str] | None = None) -> int:
         for model in models:
             run_model(model, 10, {"rti": 2, "ipopt": 2, "c": 2}, None)
         return 0
-    from distributed import LocalCluster
+    from shooting.sweeps.cluster import local_cluster
 
-    # One worker process, given to the sweeps by address (workers=1 would run in this process).
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None,
-                      silence_logs=50) as cluster:
+    # One worker process of the sweeps' own local cluster, given by address (workers=1 runs in this process).
+    with local_cluster(1) as cluster:
         for model in models:
-            run_model(model, 200, {"rti": 10, "ipopt": 6, "c": 60}, cluster.scheduler_address)
-        overhead(models[0], cluster.scheduler_address, 80)
+            run_model(model, 200, {"rti": 10, "ipopt": 6, "c": 120}, cluster.scheduler_address)
+        overhead(models[0], cluster.scheduler_address, 160)
     return 0
 
 
