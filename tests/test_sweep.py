@@ -35,7 +35,8 @@ OPTIONS = dict(cases=6, x0_spread=0.2, p_spread=0.3, noise_std=0.01, seed=7, pro
 NUMERIC = ("cost", "final_error", "max_violation")
 CLI = ["sweep", "--model", "vanderpol", "--horizon", "10", "--sim-steps", "15", "--x0-spread", "0.2", "--p-spread",
        "0.3", "--noise-std", "0.01", "--seed", "7", "-q", "--no-lint"]
-PYTHON_BIN = Path(sys.executable).parent
+#: The `dask` command of this interpreter (`dask scheduler`, `dask worker`), wherever pip put its scripts.
+DASK = [sys.executable, "-m", "dask"]
 
 
 def _scenario(name: str = "vanderpol") -> shooting.Scenario:
@@ -85,11 +86,11 @@ def remote(tmp_path_factory):
     host, port = address.rsplit(":", 1)
     procs: list[subprocess.Popen] = []
     try:
-        procs.append(subprocess.Popen([str(PYTHON_BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", port,
+        procs.append(subprocess.Popen([*DASK, "scheduler", "--host", "127.0.0.1", "--port", port,
                                        "--no-dashboard"], cwd=folder, stdout=subprocess.DEVNULL,
                                       stderr=subprocess.DEVNULL))
         for _ in range(2):
-            procs.append(subprocess.Popen([str(PYTHON_BIN / "dask"), "worker", address, "--nthreads", "1",
+            procs.append(subprocess.Popen([*DASK, "worker", address, "--nthreads", "1",
                                            "--host", "127.0.0.1", "--no-dashboard", "--local-directory",
                                            str(folder)], cwd=folder, stdout=subprocess.DEVNULL,
                                           stderr=subprocess.DEVNULL))
