@@ -507,9 +507,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         _stderr(f"shooting-codegen: {err}: --resume runs the missing cases")
         return 1
     s = result.summary
+    cost, error = (math.inf if v is None else v for v in (s["cost"]["p50"], s["final_error"]["p50"]))
     print(f"{model.name}: {s['cases']} cases ({s['cases_resumed']} resumed) on {s['run_on']['where']}, "
-          f"{s['succeeded']} succeeded ({100 * s['success_rate']:.1f} %), median cost {s['cost']['p50']}, median "
-          f"final error {s['final_error']['p50']}, {s['wall_time']:.1f} s")
+          f"{s['succeeded']} succeeded ({100 * s['success_rate']:.1f} %), median cost {cost:.4g}, median final "
+          f"error {error:.3g} (tolerance {s['tolerance']:.3g}), {s['wall_time']:.1f} s")
     print(f"{args.out}/" + ", ".join(p.name for p in result.files))
     return 0
 
