@@ -34,16 +34,16 @@ from typing import TYPE_CHECKING, NoReturn  # noqa: E402
 # commands import CasADi, numpy and matplotlib (through the lazy package root
 # and the imports inside the functions below).
 import shooting  # noqa: E402
+from shooting._cli_text import UsageError  # noqa: E402
+from shooting._cli_text import model_args as _model_args  # noqa: E402
+from shooting._cli_text import parse_vector as _parse_vector  # noqa: E402
+from shooting._cli_text import parse_weight as _parse_weight  # noqa: E402
 from shooting.options import CONTROLLER_QPS, HESSIANS, NEWTON_METHODS, REALS, SENSITIVITIES, TARGETS  # noqa: E402
 
 if TYPE_CHECKING:
     from shooting.codegen.pipeline import ExportReport
 
 __all__ = ["main"]
-
-
-class UsageError(Exception):
-    """A user mistake: reported in one line with exit status 2."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -131,6 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_integrator(sub)
     _add_mpc(sub)
     _add_controller(sub)
+    _add_sweep(sub)
     return parser
 
 
@@ -243,6 +244,35 @@ def _add_controller(sub: "argparse._SubParsersAction[_Parser]") -> None:
     ctl.add_argument("--no-lint", action="store_true",
                      help="do not warn when the step is outside its stability region at x0")
     ctl.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+
+
+def _add_sweep(sub: "argparse._SubParsersAction[_Parser]") -> None:
+    from shooting.sweeps.cases import MAX_CASES
+
+    swp = sub.add_parser(
+        "sweep", help="run the closed loop over many cases (start states, parameters, noise) on Dask",
+        description="Run the scenario's closed loop for many cases drawn from --seed, in this process (--workers 1), "
+                    "on a local Dask cluster (default: one worker per core) or on a Dask scheduler (--scheduler), "
+                    "and write cases.csv, summary.json and sweep.png. Exit 0 when every case ran.")
+    _add_ocp_arguments(swp)
+    swp.add_argument("--scenario", default="default", help="the model's scenario (see 'shooting-codegen list')")
+    swp.add_argument("--x0", metavar="V1,V2,...", help="the nominal start state (the centre of --x0-spread)")
+    swp.add_argument("--sim-steps", type=_sim_steps, help="closed-loop samples K of every case")
+    swp.add_argument("--controller", default="rti", metavar="rti|ipopt|c|DIR",
+                     help="rti (Python real-time iterations, default), ipopt (full solves), c (the controller "
+                          "exported to C, compiled on each worker) or a 'shooting-codegen controller' directory")
+    swp.add_argument("--cases", type=_count(MAX_CASES), default=100, help="number of cases (default 100)")
+    for option, what in (("--x0-spread", "x0 within +-S times each state's bound range (absolute if unbounded)"),
+                         ("--p-spread", "plant parameters within +-S relative to p0 (the controller keeps p0)"),
+                         ("--noise-std", "standard deviation of process noise on every state")):
+        swp.add_argument(option, type=_nonnegative_float, default=0.0, metavar="S", help=f"{what} (default 0)")
+    swp.add_argument("--seed", type=_nonnegative_int, help="seed of the cases (default 0)")
+    swp.add_argument("--scheduler", metavar="ADDRESS", help="a running Dask scheduler, e.g. tcp://10.0.0.5:8786")
+    swp.add_argument("--workers", type=_count(4096), help="local worker processes (1: this process)")
+    swp.add_argument("--resume", action="store_true", help="complete the interrupted sweep in --out")
+    swp.add_argument("--out", required=True, metavar="DIR", help="output directory (created)")
+    swp.add_argument("--no-lint", action="store_true", help="do not warn when the step is outside its stability region")
+    swp.add_argument("-q", "--quiet", action="store_true", help="no progress")
 
 
 def cmd_list() -> int:
@@ -378,62 +408,6 @@ def cmd_integrator(args: argparse.Namespace) -> int:
     return 0
 
 
-def _parse_vector(text: str, n: int, option: str, model_name: str) -> list[float]:
-    """``v1,v2,...`` (``pi`` allowed) as n finite numbers, or a UsageError naming `option`."""
-    values = []
-    for i, token in enumerate(text.split(",")):
-        token = token.strip()
-        sign, body = (-1.0, token[1:]) if token.startswith("-") else (1.0, token.lstrip("+"))
-        try:
-            value = sign * math.pi if body.lower() == "pi" else float(token)
-        except ValueError:
-            raise UsageError(f"{option} entry {i + 1} is {token!r}, not a number: give {n} comma-separated "
-                             f"numbers, e.g. {option} {','.join(['0'] * n)}") from None
-        if not math.isfinite(value):
-            raise UsageError(f"{option} entry {i + 1} is {token!r}: give finite numbers")
-        values.append(value)
-    if len(values) != n:
-        raise UsageError(f"{option} has {len(values)} value(s) but model {model_name} needs {n}: give {n} "
-                         f"comma-separated numbers")
-    return values
-
-
-def _model_args(pairs: Sequence[str] | None) -> dict[str, object]:
-    """``--model-arg NAME=VALUE`` pairs as keyword arguments (ints, floats, ``pi``, true/false, or text)."""
-    params: dict[str, object] = {}
-    for pair in pairs or ():
-        name, sep, text = pair.partition("=")
-        name = name.strip()
-        if not sep or not name.isidentifier():
-            raise UsageError(f"--model-arg {pair!r} is not NAME=VALUE (e.g. --model-arg n=5)")
-        text = text.strip()
-        value: object
-        if text.lower() in ("true", "false"):
-            value = text.lower() == "true"
-        elif text.lower() in ("pi", "-pi"):
-            value = math.copysign(math.pi, -1.0 if text.startswith("-") else 1.0)
-        else:
-            try:
-                value = int(text)
-            except ValueError:
-                try:
-                    value = float(text)
-                except ValueError:
-                    value = text
-        params[name] = value
-    return params
-
-
-def _parse_weight(text: str, n: int, option: str, model_name: str) -> list[float]:
-    """A diagonal weight: n non-negative numbers, or one for all n (a UsageError naming `option` otherwise)."""
-    values = _parse_vector(text, 1, option, model_name) if "," not in text and n > 1 else \
-        _parse_vector(text, n, option, model_name)
-    if any(v < 0 for v in values):
-        raise UsageError(f"{option} entries are the diagonal of a positive semi-definite weight: give numbers "
-                         f">= 0, got {text!r}")
-    return values * n if len(values) == 1 else values
-
-
 def _scenario(args: argparse.Namespace, model: shooting.Model, changes: dict[str, object],
               options: tuple[str, ...]) -> shooting.Scenario:
     """The model's scenario (--scenario, else the default) with the command's overrides, linted.
@@ -534,6 +508,38 @@ def _run_controller(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from shooting.sweeps import sweep
+
+    _refuse_ineffective([
+        ("--workers", args.workers is not None and args.scheduler is not None,
+         "with --scheduler (the scheduler's workers run the cases)", "drop --scheduler"),
+        ("--seed", args.seed is not None and not (args.x0_spread or args.p_spread or args.noise_std),
+         "without --x0-spread, --p-spread or --noise-std (every case would be the nominal one)", "add a spread"),
+    ])
+    model = shooting.load_model(args.model, **_model_args(args.model_arg))
+    if args.p_spread and not model.np:
+        raise UsageError(f"--p-spread has no effect: model {model.name} has no parameters; drop --p-spread")
+    scenario = _scenario(args, model, {}, ("sim_steps",))
+    try:
+        result = sweep(scenario, model=model, controller=args.controller, cases=args.cases, x0_spread=args.x0_spread,
+                       p_spread=args.p_spread, noise_std=args.noise_std, seed=args.seed or 0,
+                       scheduler=args.scheduler, workers=args.workers, out_dir=args.out, resume=args.resume,
+                       progress=not args.quiet)
+    except RuntimeError as err:  # a case that could not run (its workers died): the journal keeps the others
+        if _interrupt.requested():
+            raise KeyboardInterrupt from err
+        _stderr(f"shooting-codegen: {err}: --resume runs the missing cases")
+        return 1
+    s = result.summary
+    cost, error = (math.inf if v is None else v for v in (s["cost"]["p50"], s["final_error"]["p50"]))
+    print(f"{model.name}: {s['cases']} cases ({s['cases_resumed']} resumed) on {s['run_on']['where']}, "
+          f"{s['succeeded']} succeeded ({100 * s['success_rate']:.1f} %), median cost {cost:.4g}, median final "
+          f"error {error:.3g} (tolerance {s['tolerance']:.3g}), {s['wall_time']:.1f} s")
+    print(f"{args.out}/" + ", ".join(p.name for p in result.files))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``shooting-codegen``; returns the exit status.
 
@@ -584,7 +590,7 @@ def _run(argv: Sequence[str] | None) -> int:
     """Parse and run one command: usage and input errors become one line and exit status 2."""
     commands: dict[str, Callable[[argparse.Namespace], int]] = {
         "list": lambda _: cmd_list(), "tableau": cmd_tableau, "integrator": cmd_integrator, "mpc": cmd_mpc,
-        "controller": cmd_controller,
+        "controller": cmd_controller, "sweep": cmd_sweep,
     }
     try:
         args = build_parser().parse_args(argv)
