@@ -49,6 +49,12 @@ class StageQPBuilder:
     Parameters
     ----------
     ocp : MultipleShootingOCP
+
+    Attributes
+    ----------
+    linearise : casadi.Function
+        ``(xb (nx, N), ub (nu, N), p (np, N), t0) -> (x_next (nx, N), A (nx, N nx), B (nx, N nu))``: every
+        stage's discrete step and its sensitivities at the linearisation point, one mapped call.
     """
 
     def __init__(self, ocp: MultipleShootingOCP) -> None:
@@ -61,7 +67,7 @@ class StageQPBuilder:
         # (algebraic states: Newton on g from the model's z0, as in the OCP)
         z_guess = [ca.repmat(ca.DM(ocp.model.z0), 1, N)] if ocp.model.nz else []
         Fn, A, B = F.map(N).call([Xb, Ub, Pm, t0 + ca.DM(np.arange(N) * ocp.dt).T, ocp.dt, *z_guess])[:3]
-        self._linearise = ca.Function("rti_linearise", [Xb, Ub, Pm, t0], [Fn, A, B], ["xb", "ub", "p", "t0"],
+        self.linearise = ca.Function("rti_linearise", [Xb, Ub, Pm, t0], [Fn, A, B], ["xb", "ub", "p", "t0"],
                                       ["x_next", "A", "B"])
         self._extra = self._extra_cost_functions()
         self.rate = bool(ocp.R_delta.any())
@@ -105,7 +111,7 @@ class StageQPBuilder:
         """
         ocp = self.ocp
         N, nx, nu = ocp.horizon, ocp.nx, ocp.nu
-        Fn, A, B = (np.array(v, dtype=float) for v in self._linearise(xb[:N].T, ub.T, p.T, t0))
+        Fn, A, B = (np.array(v, dtype=float) for v in self.linearise(xb[:N].T, ub.T, p.T, t0))
         A = A.reshape(nx, N, nx).transpose(1, 0, 2)
         B = B.reshape(nx, N, nu).transpose(1, 0, 2)
         b = Fn.T - np.einsum("kij,kj->ki", A, xb[:N]) - np.einsum("kij,kj->ki", B, ub)
