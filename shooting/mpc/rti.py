@@ -39,7 +39,7 @@ from shooting.mpc.layout import ShootingLayout
 from shooting.mpc.ocp import MultipleShootingOCP
 from shooting.mpc.rti_stage import StageQPBuilder
 from shooting.options import QP_SOLVERS, QPSolver
-from shooting.qp import StageQP, solve_stage_qp
+from shooting.qp import StageQP, StageQPResult, shifted_result, solve_stage_qp
 
 __all__ = ["QPPoint", "RTIController"]
 
@@ -247,6 +247,8 @@ class RTIController:
         self._prepared: StageQP | tuple[Any, npt.NDArray[np.float64], npt.NDArray[np.float64], Any] | None = None
         self._prepared_P: npt.NDArray[np.float64] | None = None
         self._prepared_bad: str | None = None
+        # The stage QP's slacks and multipliers, shifted: the next solve's warm start (as the C's).
+        self._qp_warm: StageQPResult | None = None
         self.u_last = np.zeros(self.ocp.nu)
         self.feedback_times.clear()
         self.preparation_times.clear()
@@ -405,7 +407,8 @@ class RTIController:
         u_prev = L.unpack_parameters(P)["u_prev"]
         xb, ub = L.unpack_w(self._guess.w)
         res = solve_stage_qp(self._stages.with_state(qp, x, u_prev), x_guess=self._stages.guess(xb, ub, u_prev),
-                             u_guess=ub)
+                             u_guess=ub, warm=self._qp_warm)
+        self._qp_warm = shifted_result(res, qp.sizes) if res.status == 0 else None
         xs, us = res.x[:, :self.ocp.nx], res.u
         s = None
         if L.ns:  # the OCP's one slack per soft state bound: what the solution exceeds it by
@@ -435,7 +438,7 @@ class RTIController:
     def _failed(self, prepare: float, feedback: float, status: str, iterations: int, why: str) -> ControlStep:
         """A failed sample: hold the last input; the next sample starts afresh from its measured state."""
         ocp = self.ocp
-        self._guess, self._prepared, self._prepared_P = None, None, None
+        self._guess, self._prepared, self._prepared_P, self._qp_warm = None, None, None, None
         return ControlStep(u=np.clip(self.u_last, ocp.u_min, ocp.u_max), solve_time=feedback + prepare,
                            success=False, status=f"{status}: {why}" if status else why, iterations=iterations)
 
