@@ -8,7 +8,8 @@ The flat public API over four subpackages that import in one direction,
   `casadi.Function` (x, u, p, t0, dt) -> (x_next, A, B[, err]);
 - `shooting.codegen`: that Function as verified, heap-free C
   (`shooting.codegen.export_integrator`);
-- `shooting.mpc`: multiple-shooting OCPs, real-time iterations, closed loops.
+- `shooting.mpc`: multiple-shooting OCPs, real-time iterations, closed loops;
+- `shooting.sweeps`: `sweep`, many closed loops over drawn cases on Dask.
 
 Names load on first use (PEP 562): ``import shooting`` is cheap, and the CLI
 takes over Ctrl-C before CasADi, numpy and matplotlib are imported.
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
         scenario_names,
         simulate_closed_loop,
     )
+    from shooting.sweeps import SweepResult, sweep
     from shooting.tableaus import (
         ButcherTableau,
         gauss_legendre,
@@ -78,6 +80,7 @@ _HOMES = {
                                          "simulate_closed_loop")},
     **{name: "shooting.tableaus" for name in ("ButcherTableau", "gauss_legendre", "get_tableau", "load_tableau",
                                               "plot_stability_region", "radau_iia", "rk2", "rk3", "tableau_names")},
+    **{name: "shooting.sweeps" for name in ("SweepResult", "sweep")},
 }
 
 
@@ -117,6 +120,7 @@ __all__ = [
     "StabilityReport",
     "StageData",
     "StepInfo",
+    "SweepResult",
     "Trajectory",
     "__version__",
     "build_integrator",
@@ -137,5 +141,6 @@ __all__ = [
     "scenario_names",
     "simulate_closed_loop",
     "step_info",
+    "sweep",
     "tableau_names",
 ]

@@ -29,6 +29,11 @@ new record instead would make the record describe files that belong to
 another export (its Makefile and header overwritten, its manifest gone).
 Only files an earlier record of ours lists are deleted, never others.
 
+A file named with `RESUME_PREFIX` is a run's record of its progress (a
+sweep's journal of finished cases, kept for ``--resume`` when it is
+interrupted): an install neither counts it as another's file nor touches it;
+the run that wrote it removes it when it has installed its output.
+
 Files get the usual permissions (0o666 minus the umask; mkstemp's own 0o600
 would make them private). Every OS error becomes a ValueError naming the path.
 """
@@ -52,14 +57,17 @@ try:
 except ImportError:  # pragma: no cover - not POSIX: no lock, the journal still protects a single run
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["GENERATOR", "JOURNAL", "MAX_RECORD_BYTES", "STAGE_PREFIX", "check_destination", "compact_json",
-           "install_directory", "owned_files", "read_record", "recover", "umask", "write_atomic"]
+__all__ = ["GENERATOR", "JOURNAL", "MAX_RECORD_BYTES", "RESUME_PREFIX", "STAGE_PREFIX", "check_destination",
+           "compact_json", "install_directory", "owned_files", "read_record", "recover", "umask", "write_atomic"]
 
 #: The ``"generator"`` entry of every JSON record we write beside our files.
 GENERATOR = "shooting"
 #: Names of our transient entries in a destination directory.
 JOURNAL = ".shooting-journal.json"
 STAGE_PREFIX = ".shooting-stage-"
+#: Files a run keeps in its destination while it works, for a later run to resume from (a sweep's finished
+#: cases): ours, never installed, replaced or deleted by an install, and not counted as other files.
+RESUME_PREFIX = ".shooting-resume-"
 
 Legacy = Callable[[dict[str, Any]], Iterable[str]]
 
@@ -201,7 +209,7 @@ def write_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
 
 
 def _transient(name: str) -> bool:
-    return name == JOURNAL or name.startswith(STAGE_PREFIX)
+    return name == JOURNAL or name.startswith((STAGE_PREFIX, RESUME_PREFIX))
 
 
 def check_destination(out: str | os.PathLike[str], names: Iterable[str], record: str, *, force: bool = False,

@@ -12,12 +12,13 @@ import keyword
 import math
 import numbers
 import re
-import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
+
+from ._text import one_line, stderr_lines, vector_text
 
 __all__ = [
     "C_RESERVED",
@@ -498,11 +499,6 @@ def names(values: Iterable[object] | None, n: int, prefix: str, what: str) -> tu
 ProgressReporter = Callable[[str], None]
 
 
-def stderr_lines(message: str) -> None:
-    """The default progress reporter: `message` as one line on stderr (internal newlines collapsed)."""
-    print(one_line(message), file=sys.stderr, flush=True)
-
-
 def progress(value: object, default: ProgressReporter = stderr_lines,
              what: str = "progress") -> ProgressReporter | None:
     """The progress convention of the whole public API.
@@ -524,17 +520,6 @@ def progress(value: object, default: ProgressReporter = stderr_lines,
         return value
     raise ValueError(f"{what} must be None, False (silent), True (report on stderr) or a callable taking one "
                      f"message string, got {_show(value)}")
-
-
-def vector_text(values: npt.ArrayLike, digits: int = 4) -> str:
-    """A vector for a message, on one line: ``[3, 0.1235, -2]`` (numpy's own text wraps long vectors)."""
-    flat = np.asarray(values, dtype=float).reshape(-1)
-    return "[" + ", ".join(f"{v:.{digits}g}" for v in flat) + "]"
-
-
-def one_line(text: object) -> str:
-    """`text` on one line: its lines stripped and joined by spaces (a message from CasADi or numpy may wrap)."""
-    return " ".join(part.strip() for part in str(text).splitlines() if part.strip())
 
 
 #: A schema for `record`: a type or tuple of types (``int`` excludes bool, ``float`` takes ints, finite

@@ -28,78 +28,22 @@ import time  # noqa: E402
 import warnings  # noqa: E402
 from collections.abc import Callable, Iterator, Sequence  # noqa: E402
 from pathlib import Path  # noqa: E402
-from typing import TYPE_CHECKING, NoReturn  # noqa: E402
+from typing import TYPE_CHECKING  # noqa: E402
 
 # Only light modules at import time: `main` takes over Ctrl-C first, then the
 # commands import CasADi, numpy and matplotlib (through the lazy package root
 # and the imports inside the functions below).
 import shooting  # noqa: E402
-from shooting.options import CONTROLLER_QPS, HESSIANS, NEWTON_METHODS, REALS, SENSITIVITIES, TARGETS  # noqa: E402
+from shooting._cli_parser import build_parser  # noqa: E402
+from shooting._cli_text import UsageError  # noqa: E402
+from shooting._cli_text import model_args as _model_args  # noqa: E402
+from shooting._cli_text import parse_vector as _parse_vector  # noqa: E402
+from shooting._cli_text import parse_weight as _parse_weight  # noqa: E402
 
 if TYPE_CHECKING:
     from shooting.codegen.pipeline import ExportReport
 
 __all__ = ["main"]
-
-
-class UsageError(Exception):
-    """A user mistake: reported in one line with exit status 2."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:  # one line, status 2 (argparse prints usage + message)
-        raise UsageError(f"{message} (see '{self.prog} --help')")
-
-
-def _number(convert: Callable[[str], float], ok: Callable[[float], bool], what: str) -> Callable[[str], float]:
-    """An argparse type: `convert` the text and require `ok`, else "expected <what>"."""
-
-    def parse(text: str) -> float:
-        try:
-            value = convert(text)
-        except ValueError:
-            value = None
-        if value is None or not ok(value):
-            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
-        return value
-
-    parse.__name__ = what.replace(" ", "_")
-    return parse
-
-
-def _count(maximum: int) -> Callable[[str], float]:
-    """An argparse type: an integer in 1..maximum."""
-    return _number(int, lambda v: 1 <= v <= maximum, f"an integer in 1..{maximum}")
-
-
-def _steps(text: str) -> float:
-    from shooting.integrate.integrator import MAX_STEPS
-    return _count(MAX_STEPS)(text)
-
-
-def _vectors(text: str) -> float:
-    from shooting.codegen.pipeline import MAX_VECTORS
-    return _count(MAX_VECTORS)(text)
-
-
-def _horizon(text: str) -> float:
-    from shooting.mpc.problem import MAX_HORIZON
-    return _count(MAX_HORIZON)(text)
-
-
-def _sim_steps(text: str) -> float:
-    from shooting.mpc.scenarios import MAX_SIM_STEPS
-    return _count(MAX_SIM_STEPS)(text)
-
-
-def _newton_iterations(text: str) -> float:
-    from shooting.integrate.integrator import MAX_NEWTON_ITERATIONS
-    return _count(MAX_NEWTON_ITERATIONS)(text)
-
-
-_nonnegative_int = _number(int, lambda v: v >= 0, "a non-negative integer")
-_positive_float = _number(float, lambda v: math.isfinite(v) and v > 0, "a positive number")
-_nonnegative_float = _number(float, lambda v: math.isfinite(v) and v >= 0, "a non-negative number")
 
 
 class _Progress:
@@ -112,137 +56,6 @@ class _Progress:
     def __call__(self, message: str) -> None:
         if not self.quiet:
             print(f"[{time.perf_counter() - self.t0:6.1f} s] {message}", file=sys.stderr, flush=True)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``shooting-codegen`` (one-line errors, exit status 2)."""
-    parser = _Parser(prog="shooting-codegen", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    sub.required = True
-
-    sub.add_parser("list", help="list the built-in models and tableaus",
-                   description="List the built-in models and tableaus.")
-
-    tab = sub.add_parser("tableau", help="print a tableau, its verified order and stability",
-                         description="Print a Butcher tableau with its verified order and stability flags.")
-    tab.add_argument("name", help="catalogue name (see 'list') or a JSON file")
-    tab.add_argument("--plot", metavar="FILE", help="write the stability region as a PNG")
-
-    _add_integrator(sub)
-    _add_mpc(sub)
-    _add_controller(sub)
-    return parser
-
-
-def _add_integrator(sub: "argparse._SubParsersAction[_Parser]") -> None:
-    integ = sub.add_parser(
-        "integrator", help="export an integrator with sensitivities as C",
-        description="Build an integrator step with exact sensitivities and export it as C "
-                    "(NAME.c, NAME.h, manifest.json, Makefile).")
-    integ.add_argument("--model", required=True,
-                       help="built-in name, file.py, file.py:function or package.module:function")
-    integ.add_argument("--model-arg", action="append", metavar="NAME=VALUE",
-                       help="a parameter of the model's factory, e.g. --model-arg n=5 (repeatable)")
-    integ.add_argument("--method", help="catalogue tableau (default rk4)")
-    integ.add_argument("--tableau-file", metavar="FILE", help="a JSON tableau instead of --method")
-    integ.add_argument("--steps", type=_steps, default=1, help="substeps per interval (default 1)")
-    integ.add_argument("--dt", type=_positive_float,
-                       help="interval length for the checks and the manifest (default: the model's nominal dt; "
-                            "dt stays an input of the C function)")
-    integ.add_argument("--out", required=True, metavar="DIR", help="output directory (created)")
-    integ.add_argument("--name", help="C prefix and file stem (default <model>_<method>)")
-    integ.add_argument("--real", choices=REALS, default="double")
-    integ.add_argument("--sensitivities", choices=SENSITIVITIES, default="forward")
-    integ.add_argument("--newton-iterations", type=_newton_iterations, help="Newton steps for implicit tableaus")
-    integ.add_argument("--newton", choices=NEWTON_METHODS,
-                       help="implicit tableaus: full Newton (default) or one reused factorisation (smaller code)")
-    integ.add_argument("--check", action="store_true",
-                       help="compile, run on test vectors and compare with Python (exit 1 on mismatch)")
-    integ.add_argument("--target", choices=TARGETS, default="host",
-                       help="cortex-m4: cross-compile, report flash/RAM; with --check run on an emulated Cortex-M4")
-    integ.add_argument("--vectors", type=_vectors,
-                       help="test vectors for --check (and for the float-vs-double record of --real float; default 8)")
-    integ.add_argument("--force", action="store_true", help="write into a non-empty directory of other files")
-    integ.add_argument("--no-lint", action="store_true",
-                       help="do not warn when the step is outside its stability region at the nominal point")
-    integ.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
-
-
-def _add_ocp_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options that choose a model and change its default scenario's discretisation."""
-    parser.add_argument("--model", required=True,
-                        help="built-in name, file.py, file.py:function or package.module:function")
-    parser.add_argument("--model-arg", action="append", metavar="NAME=VALUE",
-                        help="a parameter of the model's factory, e.g. --model-arg n=5 (repeatable)")
-    parser.add_argument("--horizon", type=_horizon, help="shooting intervals N")
-    parser.add_argument("--dt", type=_positive_float, help="interval length and sampling time [s]")
-    parser.add_argument("--method", help="integrator tableau of the OCP (see 'list')")
-    parser.add_argument("--steps", type=_steps, help="integrator substeps per interval")
-    parser.add_argument("--R-delta", metavar="W1,W2,...",
-                        help="input-rate penalty: the diagonal of R_delta on u_k - u_{k-1}, nu non-negative numbers "
-                             "(or one for every input)")
-
-
-def _add_mpc(sub: "argparse._SubParsersAction[_Parser]") -> None:
-    mpc = sub.add_parser(
-        "mpc", help="solve the model's default OCP and simulate its MPC closed loop",
-        description="Build the model's default scenario (cartpole: swing-up from hanging), solve the OCP once, "
-                    "run the closed loop against an accurately integrated plant and write trajectory.json, "
-                    "trajectory.csv, summary.json and PNG plots. Options override the scenario.")
-    _add_ocp_arguments(mpc)
-    mpc.add_argument("--scenario", default="default",
-                     help="the model's scenario: 'default', or a named one (see 'shooting-codegen list')")
-    mpc.add_argument("--hessian", choices=HESSIANS, help="Hessian of the OCP's Lagrangian")
-    mpc.add_argument("--x-ref", metavar="V1,V2,...",
-                     help="state reference, nx comma-separated numbers (beyond a bound the controller stops at "
-                          "the bound; a warning where its weight is nonzero)")
-    mpc.add_argument("--x0", metavar="V1,V2,...",
-                     help="initial state, nx comma-separated numbers ('pi' allowed; "
-                          "write --x0=-1,0 when the first is negative)")
-    mpc.add_argument("--sim-steps", type=_sim_steps, help="closed-loop steps K")
-    mpc.add_argument("--rti", action="store_true", help="real-time iteration controller instead of full solves")
-    mpc.add_argument("--compile-nlp", action=argparse.BooleanOptionalAction, default=None,
-                     help="compile the OCP's NLP functions once per problem into the per-user cache and reuse them "
-                          "in later runs (default: off, unless SHOOTING_COMPILE_NLP=1: the first run of a problem "
-                          "pays 5-45 s of gcc, a later one saves 0.1-0.8 s)")
-    mpc.add_argument("--noise", type=_nonnegative_float, metavar="STD",
-                     help="standard deviation of additive process noise on every state")
-    mpc.add_argument("--seed", type=_nonnegative_int, help="seed of --noise (default 0)")
-    mpc.add_argument("--out", required=True, metavar="DIR", help="output directory (created)")
-    mpc.add_argument("--force", action="store_true", help="write into a non-empty directory of other files")
-    mpc.add_argument("--no-lint", action="store_true",
-                     help="do not warn when the OCP's step is outside its stability region at x0")
-    mpc.add_argument("-q", "--quiet", action="store_true", help="no progress lines or bar")
-
-
-def _add_controller(sub: "argparse._SubParsersAction[_Parser]") -> None:
-    ctl = sub.add_parser(
-        "controller", help="export the real-time-iteration MPC controller as C",
-        description="Export the model's default scenario's MPC (options override it) as a C controller: "
-                    "NAME_mpc.c, NAME_mpc.h, manifest.json, Makefile (linearise with the integrator's A and B, "
-                    "the stage-wise QP by an interior point with a Riccati recursion, static memory). --check "
-                    "runs it in closed loop against the Python RTIController (and on an emulated Cortex-M4 with "
-                    "--target cortex-m4).")
-    _add_ocp_arguments(ctl)
-    ctl.add_argument("--x0", metavar="V1,V2,...", help="initial state of the guess and of the check")
-    ctl.add_argument("--hard-x-bounds", action="store_true",
-                     help="hard state bounds (default: soft, with an L1 + L2 penalty on slacks)")
-    ctl.add_argument("--slack-l1", type=_nonnegative_float, help="L1 weight of the slacks (default 1e3)")
-    ctl.add_argument("--slack-l2", type=_positive_float, help="L2 weight of the slacks (default 1e2)")
-    ctl.add_argument("--real", choices=REALS, default="double")
-    ctl.add_argument("--qp", choices=CONTROLLER_QPS, default=CONTROLLER_QPS[0],
-                     help="QP solver of the C (the stage-wise QP by an interior point with a Riccati recursion)")
-    ctl.add_argument("--target", choices=TARGETS, default="host",
-                     help="cortex-m4: cross-compile, report flash/RAM; with --check run on an emulated Cortex-M4")
-    ctl.add_argument("--check", action="store_true",
-                     help="closed loop vs the Python RTIController (exit 1 on mismatch, nothing written)")
-    ctl.add_argument("--check-steps", type=_sim_steps, help="closed-loop samples of --check (default 40)")
-    ctl.add_argument("--name", help="C prefix (default the model's name): NAME_mpc.c, NAME_mpc.h")
-    ctl.add_argument("--out", required=True, metavar="DIR", help="output directory (created)")
-    ctl.add_argument("--force", action="store_true", help="write into a non-empty directory of other files")
-    ctl.add_argument("--no-lint", action="store_true",
-                     help="do not warn when the step is outside its stability region at x0")
-    ctl.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
 
 
 def cmd_list() -> int:
@@ -378,62 +191,6 @@ def cmd_integrator(args: argparse.Namespace) -> int:
     return 0
 
 
-def _parse_vector(text: str, n: int, option: str, model_name: str) -> list[float]:
-    """``v1,v2,...`` (``pi`` allowed) as n finite numbers, or a UsageError naming `option`."""
-    values = []
-    for i, token in enumerate(text.split(",")):
-        token = token.strip()
-        sign, body = (-1.0, token[1:]) if token.startswith("-") else (1.0, token.lstrip("+"))
-        try:
-            value = sign * math.pi if body.lower() == "pi" else float(token)
-        except ValueError:
-            raise UsageError(f"{option} entry {i + 1} is {token!r}, not a number: give {n} comma-separated "
-                             f"numbers, e.g. {option} {','.join(['0'] * n)}") from None
-        if not math.isfinite(value):
-            raise UsageError(f"{option} entry {i + 1} is {token!r}: give finite numbers")
-        values.append(value)
-    if len(values) != n:
-        raise UsageError(f"{option} has {len(values)} value(s) but model {model_name} needs {n}: give {n} "
-                         f"comma-separated numbers")
-    return values
-
-
-def _model_args(pairs: Sequence[str] | None) -> dict[str, object]:
-    """``--model-arg NAME=VALUE`` pairs as keyword arguments (ints, floats, ``pi``, true/false, or text)."""
-    params: dict[str, object] = {}
-    for pair in pairs or ():
-        name, sep, text = pair.partition("=")
-        name = name.strip()
-        if not sep or not name.isidentifier():
-            raise UsageError(f"--model-arg {pair!r} is not NAME=VALUE (e.g. --model-arg n=5)")
-        text = text.strip()
-        value: object
-        if text.lower() in ("true", "false"):
-            value = text.lower() == "true"
-        elif text.lower() in ("pi", "-pi"):
-            value = math.copysign(math.pi, -1.0 if text.startswith("-") else 1.0)
-        else:
-            try:
-                value = int(text)
-            except ValueError:
-                try:
-                    value = float(text)
-                except ValueError:
-                    value = text
-        params[name] = value
-    return params
-
-
-def _parse_weight(text: str, n: int, option: str, model_name: str) -> list[float]:
-    """A diagonal weight: n non-negative numbers, or one for all n (a UsageError naming `option` otherwise)."""
-    values = _parse_vector(text, 1, option, model_name) if "," not in text and n > 1 else \
-        _parse_vector(text, n, option, model_name)
-    if any(v < 0 for v in values):
-        raise UsageError(f"{option} entries are the diagonal of a positive semi-definite weight: give numbers "
-                         f">= 0, got {text!r}")
-    return values * n if len(values) == 1 else values
-
-
 def _scenario(args: argparse.Namespace, model: shooting.Model, changes: dict[str, object],
               options: tuple[str, ...]) -> shooting.Scenario:
     """The model's scenario (--scenario, else the default) with the command's overrides, linted.
@@ -534,6 +291,38 @@ def _run_controller(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from shooting.sweeps import sweep
+
+    _refuse_ineffective([
+        ("--workers", args.workers is not None and args.scheduler is not None,
+         "with --scheduler (the scheduler's workers run the cases)", "drop --scheduler"),
+        ("--seed", args.seed is not None and not (args.x0_spread or args.p_spread or args.noise_std),
+         "without --x0-spread, --p-spread or --noise-std (every case would be the nominal one)", "add a spread"),
+    ])
+    model = shooting.load_model(args.model, **_model_args(args.model_arg))
+    if args.p_spread and not model.np:
+        raise UsageError(f"--p-spread has no effect: model {model.name} has no parameters; drop --p-spread")
+    scenario = _scenario(args, model, {}, ("sim_steps",))
+    try:
+        result = sweep(scenario, model=model, controller=args.controller, cases=args.cases, x0_spread=args.x0_spread,
+                       p_spread=args.p_spread, noise_std=args.noise_std, seed=args.seed or 0,
+                       scheduler=args.scheduler, workers=args.workers, out_dir=args.out, resume=args.resume,
+                       progress=not args.quiet)
+    except RuntimeError as err:  # a case that could not run (its workers died): the journal keeps the others
+        if _interrupt.requested():
+            raise KeyboardInterrupt from err
+        _stderr(f"shooting-codegen: {err}: --resume runs the missing cases")
+        return 1
+    s = result.summary
+    cost, error = (math.inf if v is None else v for v in (s["cost"]["p50"], s["final_error"]["p50"]))
+    print(f"{model.name}: {s['cases']} cases ({s['cases_resumed']} resumed) on {s['run_on']['where']}, "
+          f"{s['succeeded']} succeeded ({100 * s['success_rate']:.1f} %), median cost {cost:.4g}, median final "
+          f"error {error:.3g} (tolerance {s['tolerance']:.3g}), {s['wall_time']:.1f} s")
+    print(f"{args.out}/" + ", ".join(p.name for p in result.files))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``shooting-codegen``; returns the exit status.
 
@@ -584,7 +373,7 @@ def _run(argv: Sequence[str] | None) -> int:
     """Parse and run one command: usage and input errors become one line and exit status 2."""
     commands: dict[str, Callable[[argparse.Namespace], int]] = {
         "list": lambda _: cmd_list(), "tableau": cmd_tableau, "integrator": cmd_integrator, "mpc": cmd_mpc,
-        "controller": cmd_controller,
+        "controller": cmd_controller, "sweep": cmd_sweep,
     }
     try:
         args = build_parser().parse_args(argv)

@@ -18,6 +18,7 @@ __all__ = [
     "QP_SOLVERS",
     "REALS",
     "SENSITIVITIES",
+    "SWEEP_CONTROLLERS",
     "TARGETS",
     "Hessian",
     "NLPSolver",
@@ -26,6 +27,7 @@ __all__ = [
     "QPSolver",
     "Real",
     "Sensitivities",
+    "SweepController",
     "Target",
 ]
 
@@ -62,3 +64,8 @@ QP_SOLVERS: tuple[QPSolver, ...] = get_args(QPSolver)
 #: QP solvers of the generated C controller (`shooting.codegen.export_controller`).
 ControllerQP = Literal["riccati-ipm"]
 CONTROLLER_QPS: tuple[ControllerQP, ...] = get_args(ControllerQP)
+
+#: The controllers `shooting.sweep` builds by name (besides a controller export's directory): the Python
+#: real-time iterations, full IPOPT solves, and the scenario's controller exported to C.
+SweepController = Literal["rti", "ipopt", "c"]
+SWEEP_CONTROLLERS: tuple[SweepController, ...] = get_args(SweepController)

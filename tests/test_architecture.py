@@ -12,8 +12,8 @@ SOURCES = {"shooting": ROOT / "shooting", "shooting.models": ROOT / "models"}
 # Past ~600 lines a module, past ~80 lines of code (docstring aside) a function, is usually two ideas.
 MAX_MODULE_LINES, MAX_FUNCTION_LINES = 600, 80
 
-FOUNDATION = {"shooting._files", "shooting._interrupt", "shooting._solver_call", "shooting._validate",
-              "shooting._version", "shooting.options"}
+FOUNDATION = {"shooting._cli_text", "shooting._files", "shooting._interrupt", "shooting._solver_call", "shooting._text",
+              "shooting._validate", "shooting._version", "shooting.options"}
 ALLOWED = {
     "foundation": set(),
     "tableaus": {"foundation"},
@@ -22,7 +22,8 @@ ALLOWED = {
     "integrate": {"foundation", "tableaus", "model"},
     "mpc": {"foundation", "tableaus", "model", "integrate", "qp"},
     "codegen": {"foundation", "model", "integrate", "mpc", "qp"},
-    "cli": {"foundation", "tableaus", "model", "integrate", "mpc", "codegen"},
+    "sweeps": {"foundation", "model", "mpc", "codegen"},
+    "cli": {"foundation", "tableaus", "model", "integrate", "mpc", "codegen", "sweeps"},
     "models": {"foundation", "model", "mpc"},
 }
 
@@ -32,9 +33,9 @@ def _layer(module: str) -> str | None:
         return "foundation"
     if module in {"shooting.model", "shooting.loading"}:
         return "model"
-    if module == "shooting.cli":
+    if module in {"shooting.cli", "shooting._cli_parser"}:
         return "cli"
-    for name in ("tableaus", "integrate", "mpc", "codegen", "qp", "models"):
+    for name in ("tableaus", "integrate", "mpc", "codegen", "qp", "models", "sweeps"):
         if module == f"shooting.{name}" or module.startswith(f"shooting.{name}."):
             return name
     return None  # the package root: not a layer

@@ -1,5 +1,7 @@
 """Ctrl-C at any instant of a long command: exit 130, one line, nothing in --out, no child process left.
 
+(A sweep keeps its journal of finished cases in --out on purpose, for --resume: `KEPT`.)
+
 Issue 14.1: a SIGINT landing inside CasADi (a solver, a Function evaluation,
 a DM -> numpy conversion) was swallowed or mangled at 3-5 of 24 instants of
 `mpc`. The fix is a class fix (`shooting._interrupt`): these tests send a real
@@ -35,7 +37,12 @@ VERBS = {
     "controller --check": ["controller", "--model", "cartpole", "--check", "--check-steps", "20"],
     "integrator --check --target cortex-m4": ["integrator", "--model", "cartpole", "--check", "--target",
                                               "cortex-m4"],
+    # A local Dask cluster of two worker processes: they must be gone too; the journal of finished cases stays.
+    "sweep": ["sweep", "--model", "vanderpol", "--horizon", "10", "--sim-steps", "15", "--cases", "8", "--x0-spread",
+              "0.2", "--workers", "2"],
 }
+#: What an interrupted run keeps in --out on purpose: a sweep's journal of finished cases (for --resume).
+KEPT = {".shooting-resume-sweep.jsonl"}
 
 
 def _marked_processes(marker: str) -> list[int]:
@@ -90,8 +97,11 @@ def _interrupt_at(args: list[str], base: Path, delay: float) -> dict[str, object
         orphans = _marked_processes(marker)
     out = cwd / "out"
     listed = set(json.loads((out / _record(out)).read_text())["files"]) if _record(out) else None
+    listing = sorted(p.name for p in out.iterdir()) if out.exists() else None
+    if listing and set(listing) <= KEPT:
+        listing = None  # only what an interrupted run keeps by contract: nothing of its output
     return {"delay": delay, "rc": proc.returncode, "err": err, "finished_before": finished_before,
-            "orphans": orphans, "out": sorted(p.name for p in out.iterdir()) if out.exists() else None,
+            "orphans": orphans, "out": listing,
             "listed": listed, "litter": sorted(p.name for p in cwd.iterdir() if p.name != "out")}
 
 

@@ -17,7 +17,7 @@ import shooting
 from qp_reference import random_qp, solve_reference
 from shooting.codegen.ocp_qp import HostOCPQP
 from shooting.mpc.rti_stage import StageQPBuilder
-from shooting.qp import OCPQPSizes, StageQP, solve_stage_qp
+from shooting.qp import OCPQPSizes, StageQP, StageQPResult, shifted_result, solve_stage_qp
 
 SEEDS = range(24)
 
@@ -88,7 +88,9 @@ def test_cartpole_swing_up_qp_at_long_horizons(hosts) -> None:
     accurate (the condensed QP of the first controller lost positive definiteness in float from N = 30)."""
     model = shooting.load_model("cartpole")
     scenario = shooting.default_scenario(model).with_changes(horizon=200, soft_x_bounds=True)
-    ocp = shooting.build_ocp(scenario, model)
+    # IPOPT without its default bound relaxation (1e-8 relative: u would end 8e-7 beyond its bound of 80) and
+    # to near rounding: its solution is then the RTI's fixed point.
+    ocp = shooting.build_ocp(scenario, model, solver_options={"ipopt.bound_relax_factor": 0.0, "ipopt.tol": 1e-12})
     sol = ocp.solve(scenario.x0)
     assert sol.success
     builder = StageQPBuilder(ocp)
@@ -98,7 +100,7 @@ def test_cartpole_swing_up_qp_at_long_horizons(hosts) -> None:
     span = float(ocp.u_max[0] - ocp.u_min[0])
     double = hosts(qp.sizes, "double").solve(qp, x_guess=sol.x, u_guess=sol.u)
     assert double.status == 0
-    # IPOPT's solution is the fixed point of the RTI: its QP returns it (IPOPT's tolerance 1e-8).
+    # IPOPT's solution is the fixed point of the RTI: its QP returns it.
     assert np.abs(double.u - sol.u).max() / span < 1e-8
     single = hosts(qp.sizes, "float").solve(qp)
     assert single.status == 0
@@ -117,7 +119,34 @@ def test_warm_start_reaches_the_same_solution_in_fewer_iterations(hosts, feasibl
         assert warm.status == 0 and again.status == 0
         np.testing.assert_allclose(warm.u, again.u, atol=1e-8)
         saved += again.iterations - warm.iterations
+        # The twin warm-starts as the C does (the Python RTI's closed loop follows the C's to rounding):
+        # the same iterations from the same multipliers, also from a start moved one stage ahead.
+        twin = solve_stage_qp(nudged, x_guess=cold.x, u_guess=cold.u, warm=cold)
+        assert twin.iterations == warm.iterations
+        np.testing.assert_allclose(twin.u, warm.u, atol=1e-10)
+        ahead = shifted_result(cold, qp.sizes)
+        c_ahead, twin_ahead = solver.solve(nudged, warm=ahead), solve_stage_qp(nudged, x_guess=cold.x,
+                                                                              u_guess=cold.u, warm=ahead)
+        assert c_ahead.status == twin_ahead.status == 0 and c_ahead.iterations == twin_ahead.iterations
+        np.testing.assert_allclose(twin_ahead.u, c_ahead.u, atol=1e-10)
     assert saved > 0
+
+
+def test_shifted_result_moves_every_stage_block_one_ahead() -> None:
+    z = OCPQPSizes(N=4, nx=2, nu=1, nbx=2, ng=1, ngN=1)
+    t = np.arange(z.nsides, dtype=float)
+    s = np.arange(z.nsoft, dtype=float)
+    pi = np.arange(z.N * z.nx, dtype=float).reshape(z.N, z.nx)
+    res = StageQPResult(np.zeros((5, 2)), np.zeros((4, 1)), pi, t, -t, s, -s, 0, 1, (0.0, 0.0, 0.0))
+    out = shifted_result(res, z)
+    blocks = [(0, 2), (8, 4), (24, 2)]  # inputs' (2 per stage), states' (4), general rows' (2) sides
+    for first, width in blocks:
+        got, was = out.t[first:first + 4 * width].reshape(4, width), t[first:first + 4 * width].reshape(4, width)
+        np.testing.assert_array_equal(got, np.vstack([was[1:], was[-1:]]))
+    np.testing.assert_array_equal(out.t[32:], t[32:])  # the terminal row stays
+    np.testing.assert_array_equal(out.lam, -out.t)
+    np.testing.assert_array_equal(out.s, [2, 3, 4, 5, 6, 7, 6, 7, 9, 10, 11, 11, 12])
+    np.testing.assert_array_equal(out.pi, np.vstack([pi[1:], pi[-1:]]))
 
 
 def test_infeasible_not_convex_and_non_finite_are_reported(hosts) -> None:

@@ -45,19 +45,22 @@ def test_controller_whose_guess_solve_fails_says_it_in_one_whole_line(model_file
                                                                        capsys: pytest.CaptureFixture[str]) -> None:
     status = main(["controller", "--model", str(model_file), "--out", str(tmp_path / "c"), "-q", "--no-lint"])
     err = capsys.readouterr().err
-    assert status != 0 and not (tmp_path / "c").exists()
+    # A failed solve (exit 1, like mpc's first solve), not bad input; each message a whole line.
+    assert status == 1 and not (tmp_path / "c").exists()
     lines = err.splitlines()
-    assert len(lines) == 1, err
+    assert len(lines) == 2, err
     # The whole message: the state, IPOPT's status and the fix (the old CLI cut it at numpy's line break).
     assert "Maximum_Iterations_Exceeded" in lines[0] and "pass x0=" in lines[0] and "0.1235" in lines[0]
+    assert lines[1] == f"failed: nothing written to {tmp_path / 'c'}"
 
 
 def test_the_library_message_of_a_failed_guess_solve_has_no_line_break(model_file: Path, tmp_path: Path) -> None:
     model = shooting.load_model(str(model_file))
     ocp = shooting.build_ocp(shooting.default_scenario(model), model)
-    with pytest.raises(ValueError, match="Maximum_Iterations_Exceeded") as info:
-        export_controller(ocp, tmp_path / "c")
-    assert "\n" not in str(info.value)
+    report = export_controller(ocp, tmp_path / "c")
+    assert not report.ok and not (tmp_path / "c").exists()
+    assert len(report.problems) == 1 and "Maximum_Iterations_Exceeded" in report.problems[0]
+    assert "\n" not in report.problems[0]
 
 
 def test_mpc_whose_first_solve_fails_prints_one_line_per_message(model_file: Path, tmp_path: Path,

@@ -57,6 +57,11 @@ def _scenario(out: Path, progress: object) -> None:
     run_scenario(scenario, out, progress=progress)
 
 
+def _sweep(out: Path, progress: object) -> None:
+    scenario = shooting.default_scenario(PENDULUM).with_changes(horizon=4, sim_steps=2)
+    shooting.sweep(scenario, model=PENDULUM, cases=2, workers=1, out_dir=out, progress=progress)
+
+
 #: How to call each public function that takes ``progress`` (cheaply), and whether True reports on
 #: stderr even when it is not a terminal (the closed loop's bar does not).
 CALLS: dict[str, tuple[Callable[[Path, object], None], bool]] = {
@@ -64,6 +69,7 @@ CALLS: dict[str, tuple[Callable[[Path, object], None], bool]] = {
     "shooting.codegen.export_controller": (_controller, True),
     "shooting.mpc.simulate_closed_loop": (_closed_loop, False),
     "shooting.mpc.run_scenario": (_scenario, True),
+    "shooting.sweeps.sweep": (_sweep, True),
 }
 
 

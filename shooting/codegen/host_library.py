@@ -31,8 +31,11 @@ def real_ctype(real: Real) -> type[ctypes.c_double] | type[ctypes.c_float]:
 
 
 def c_array(values: npt.ArrayLike, real: Real, n: int | None = None) -> npt.NDArray[np.floating]:
-    """A contiguous array of the C real type (at least one element, so that it has an address)."""
-    arr = np.ascontiguousarray(np.asarray(values, dtype=real_dtype(real)).reshape(-1))
+    """A contiguous copy in the C real type (at least one element, so that it has an address).
+
+    Always a copy: the C may write into it, and the caller's array (a warm start, a guess) must not change.
+    """
+    arr = np.array(values, dtype=real_dtype(real), order="C", copy=True).reshape(-1)
     if n is not None and arr.size != n:
         raise ValueError(f"expected {n} values, got {arr.size}")
     return arr if arr.size else np.zeros(1, dtype=real_dtype(real))

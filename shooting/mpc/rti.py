@@ -40,7 +40,7 @@ from shooting.mpc.ocp import MultipleShootingOCP
 from shooting.mpc.rti_stage import StageQPBuilder
 from shooting.mpc.sqp import SQPResult, sqp
 from shooting.options import QP_SOLVERS, QPSolver
-from shooting.qp import StageQP, solve_stage_qp
+from shooting.qp import StageQP, StageQPResult, shifted_result, solve_stage_qp
 
 __all__ = ["MAX_SQP_ITERATIONS", "QPPoint", "RTIController"]
 
@@ -268,6 +268,8 @@ class RTIController:
         self._prepared_bad: str | None = None
         self._cold = True
         self.last_sqp: SQPResult | None = None
+        # The stage QP's slacks and multipliers, shifted: the next solve's warm start (as the C's).
+        self._qp_warm: StageQPResult | None = None
         self.u_last = np.zeros(self.ocp.nu)
         self.feedback_times.clear()
         self.preparation_times.clear()
@@ -434,7 +436,8 @@ class RTIController:
         u_prev = L.unpack_parameters(P)["u_prev"]
         xb, ub = L.unpack_w(self._guess.w)
         res = solve_stage_qp(self._stages.with_state(qp, x, u_prev), x_guess=self._stages.guess(xb, ub, u_prev),
-                             u_guess=ub)
+                             u_guess=ub, warm=self._qp_warm)
+        self._qp_warm = shifted_result(res, qp.sizes) if res.status == 0 else None
         xs, us = res.x[:, :self.ocp.nx], res.u
         w = L.pack_w(xs, us, self._slacks(xs))
         return w, None, None, res.status == 0, res.message, res.iterations
@@ -477,6 +480,7 @@ class RTIController:
                      lambda xs, us: builder.defects(xs, us, pp, t0), max_iter=max_iter)
         self._guess = QPPoint(L.pack_w(result.x, result.u, self._slacks(result.x)), None, None)
         self._prepared_P = None  # a new guess: the sample's QP is built again
+        self._qp_warm = None  # (its multipliers are not the last sample's: a cold QP start)
         self._cold = False
         return result
 
@@ -508,7 +512,7 @@ class RTIController:
     def _failed(self, prepare: float, feedback: float, status: str, iterations: int, why: str) -> ControlStep:
         """A failed sample: hold the last input; the next sample starts afresh from its measured state."""
         ocp = self.ocp
-        self._guess, self._prepared, self._prepared_P = None, None, None
+        self._guess, self._prepared, self._prepared_P, self._qp_warm = None, None, None, None
         return ControlStep(u=np.clip(self.u_last, ocp.u_min, ocp.u_max), solve_time=feedback + prepare,
                            success=False, status=f"{status}: {why}" if status else why, iterations=iterations)
 

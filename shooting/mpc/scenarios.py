@@ -65,6 +65,11 @@ class Scenario:
         ``x_ref``/``u_ref`` are then only the defaults of a plain solve.
     parameters : callable ``t -> p``, optional
         Time-varying model parameters (shape (np,)) for controller and plant.
+    final_tolerance : float, optional
+        What `shooting.sweep` counts as arrived: a case succeeds when every
+        solve succeeded and max |x_K - x_ref| <= final_tolerance. Default
+        ``0.05 * max(1, max |x0 - x_ref|)`` (5 % of the nominal start's
+        distance from the target, in max-norm, and at least 0.05).
 
     Raises
     ------
@@ -82,6 +87,7 @@ class Scenario:
     plant_steps: int = 20
     reference: Callable[[float], Any] | None = None
     parameters: Callable[[float], Any] | None = None
+    final_tolerance: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model:
@@ -97,6 +103,9 @@ class Scenario:
                            _validate.integer(self.plant_steps, "Scenario.plant_steps", minimum=1))
         if not isinstance(self.description, str):
             raise ValueError(f"Scenario.description must be a str, got {self.description!r}")
+        if self.final_tolerance is not None:
+            object.__setattr__(self, "final_tolerance",
+                               _validate.positive_real(self.final_tolerance, "Scenario.final_tolerance"))
         for name in ("reference", "parameters"):
             if getattr(self, name) is not None and not callable(getattr(self, name)):
                 raise ValueError(f"Scenario.{name} must be a function of time t or None, got "
@@ -178,7 +187,8 @@ class Scenario:
         for group in (problem.cost, problem.constraints, problem.solver):
             out.update({f.name: plain(getattr(group, f.name)) for f in dataclasses.fields(group)})
         out.update({name: plain(getattr(self, name)) for name in
-                    ("x0", "sim_steps", "description", "plant_method", "plant_steps", "reference", "parameters")})
+                    ("x0", "sim_steps", "description", "plant_method", "plant_steps", "reference", "parameters",
+                     "final_tolerance")})
         return out
 
 

@@ -7,7 +7,7 @@ The two are the same algorithm, named alike, checked against each other and
 against Clarabel by the tests. Lower than mpc and controller: both use it.
 """
 
-from shooting.qp.ipm import solve_stage_qp
+from shooting.qp.ipm import WARM_PUSH, shifted_result, solve_stage_qp
 from shooting.qp.stage_qp import (
     OCP_QP_STATUS,
     OCP_QP_TOLERANCES,
@@ -17,5 +17,5 @@ from shooting.qp.stage_qp import (
     stage_qp_objective,
 )
 
-__all__ = ["OCP_QP_STATUS", "OCP_QP_TOLERANCES", "OCPQPSizes", "StageQP", "StageQPResult", "solve_stage_qp",
-           "stage_qp_objective"]
+__all__ = ["OCP_QP_STATUS", "OCP_QP_TOLERANCES", "OCPQPSizes", "StageQP", "StageQPResult", "WARM_PUSH",
+           "shifted_result", "solve_stage_qp", "stage_qp_objective"]

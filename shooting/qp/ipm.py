@@ -19,9 +19,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from shooting.qp.stage_qp import OCP_QP_TOLERANCES, StageQP, StageQPResult, blocks
+from shooting.qp.stage_qp import OCP_QP_TOLERANCES, OCPQPSizes, StageQP, StageQPResult, blocks
 
-__all__ = ["solve_stage_qp"]
+__all__ = ["WARM_PUSH", "shifted_result", "solve_stage_qp"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -375,11 +375,16 @@ def _residuals(P: _Problem, it: _Iterate) -> tuple[float, float, float, float]:
     return rs / scale, re / (1 + se), _mu(P, it) / scale, scale
 
 
-def _start(P: _Problem, x: FloatArray, u: FloatArray) -> _Iterate:
-    """Cold start of the slacks and multipliers from a primal guess (C: @{p}_start)."""
+def _start(P: _Problem, x: FloatArray, u: FloatArray, warm: StageQPResult | None = None) -> _Iterate:
+    """Slacks and multipliers at the start (C: @{p}_start): cold from a primal guess, or `warm`'s pushed inside."""
     S = P.sides
     x = x.copy()
     x[0] = P.x0
+    if warm is not None:
+        push = lambda v: np.maximum(np.asarray(v, dtype=float), WARM_PUSH)  # noqa: E731
+        pi = np.array(warm.pi, dtype=float).reshape(P.N, P.nx)
+        return _Iterate(x, u, pi, push(warm.t)[S.slot], push(warm.lam)[S.slot], push(warm.s)[S.srow_slot],
+                        push(warm.lam_s)[S.srow_slot])
     gap = _row_values(P, x, u) - S.beta
     violation = np.zeros(S.n_soft)  # a soft row's slack: 1 beyond its larger violation
     soft = S.srow >= 0
@@ -390,7 +395,8 @@ def _start(P: _Problem, x: FloatArray, u: FloatArray) -> _Iterate:
 
 
 def solve_stage_qp(qp: StageQP, *, x_guess: npt.ArrayLike | None = None, u_guess: npt.ArrayLike | None = None,
-                   max_iter: int = 100, tolerances: dict[str, float] | None = None) -> StageQPResult:
+                   max_iter: int = 100, tolerances: dict[str, float] | None = None,
+                   warm: StageQPResult | None = None) -> StageQPResult:
     """Solve a `StageQP` by the interior-point Riccati method, in numpy (double precision).
 
     Parameters
@@ -403,6 +409,10 @@ def solve_stage_qp(qp: StageQP, *, x_guess: npt.ArrayLike | None = None, u_guess
     max_iter : int
     tolerances : dict, optional
         ``tol_stat``, ``tol_eq``, ``tol_mu`` (relative; default `OCP_QP_TOLERANCES["double"]`).
+    warm : StageQPResult, optional
+        A warm start: its slacks and multipliers (each at least `WARM_PUSH`) and
+        ``pi``, e.g. the last sample's solve moved one stage ahead by
+        `shifted_result`; the primal guess still comes from `x_guess`, `u_guess`.
 
     Returns
     -------
@@ -416,7 +426,7 @@ def solve_stage_qp(qp: StageQP, *, x_guess: npt.ArrayLike | None = None, u_guess
     u = np.zeros((N + 1, nu))
     if u_guess is not None:
         u[:N] = np.asarray(u_guess, dtype=float).reshape(N, nu)
-    it = _start(P, x, u)
+    it = _start(P, x, u, warm)
     F = _Factors(N, nx, nu)
     status, iterations, prev = 1, 0, (0.0, 0.0, 0.0)
     step: tuple[float, float, tuple[FloatArray, ...], FloatArray, FloatArray] | None = None
@@ -492,3 +502,33 @@ def _result(P: _Problem, it: _Iterate, status: int, iterations: int, residuals: 
     s[S.srow_slot], lam_s[S.srow_slot] = it.s, it.lam_s
     return StageQPResult(it.x.copy(), it.u[:P.N].copy(), it.pi.copy(), t, lam, s, lam_s, status, iterations,
                          (float(residuals[0]), float(residuals[1]), float(residuals[2])))
+
+
+def shifted_result(result: StageQPResult, sizes: OCPQPSizes) -> StageQPResult:
+    """`result` one stage ahead, the next sample's warm start (C: ``NAME_mpc_shift``).
+
+    Every per-stage block of ``pi`` (N, nx), the input, state and general
+    rows' slacks and multipliers and the soft rows' ``s``, ``lam_s`` moves
+    from stage k+1 to k; the last stage keeps its own, the terminal rows stay.
+    """
+    z = sizes
+    N = z.N
+
+    def shift(v: FloatArray, first: int, width: int) -> None:
+        if width:
+            block = v[first:first + N * width].reshape(N, width)
+            block[:-1] = block[1:].copy()
+
+    t, lam, s_, lam_s = (np.array(v, dtype=float) for v in (result.t, result.lam, result.s, result.lam_s))
+    for v in (t, lam):
+        shift(v, 0, 2 * z.nu)
+        shift(v, 2 * N * z.nu, 2 * z.nbx)
+        shift(v, 2 * N * (z.nu + z.nbx), 2 * z.ng)
+    for v in (s_, lam_s):
+        shift(v, 0, z.nbx)
+        shift(v, N * z.nbx, z.ng)
+    pi = np.array(result.pi, dtype=float)
+    pi[:-1] = pi[1:].copy()
+    return StageQPResult(result.x, result.u, pi, t, lam, s_, lam_s, result.status, result.iterations,
+                         result.residuals)
+

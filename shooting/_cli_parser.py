@@ -1,0 +1,238 @@
+"""The argument parser of `shooting-codegen`: its verbs, options and argparse types (one-line usage errors).
+
+Light at import (argparse and the option lists only): the limits the types
+check are imported when an option is parsed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+from typing import NoReturn
+
+from shooting._cli_text import UsageError
+from shooting.options import CONTROLLER_QPS, HESSIANS, NEWTON_METHODS, REALS, SENSITIVITIES, TARGETS
+
+__all__ = ["DESCRIPTION", "build_parser"]
+
+#: The first line of the command's help.
+DESCRIPTION = ("shooting-codegen: list models and tableaus, inspect a tableau, export integrators and "
+               "controllers as C, run MPC.")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # one line, status 2 (argparse prints usage + message)
+        raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+def _number(convert: Callable[[str], float], ok: Callable[[float], bool], what: str) -> Callable[[str], float]:
+    """An argparse type: `convert` the text and require `ok`, else "expected <what>"."""
+
+    def parse(text: str) -> float:
+        try:
+            value = convert(text)
+        except ValueError:
+            value = None
+        if value is None or not ok(value):
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        return value
+
+    parse.__name__ = what.replace(" ", "_")
+    return parse
+
+
+def _count(maximum: int) -> Callable[[str], float]:
+    """An argparse type: an integer in 1..maximum."""
+    return _number(int, lambda v: 1 <= v <= maximum, f"an integer in 1..{maximum}")
+
+
+def _steps(text: str) -> float:
+    from shooting.integrate.integrator import MAX_STEPS
+    return _count(MAX_STEPS)(text)
+
+
+def _vectors(text: str) -> float:
+    from shooting.codegen.pipeline import MAX_VECTORS
+    return _count(MAX_VECTORS)(text)
+
+
+def _horizon(text: str) -> float:
+    from shooting.mpc.problem import MAX_HORIZON
+    return _count(MAX_HORIZON)(text)
+
+
+def _sim_steps(text: str) -> float:
+    from shooting.mpc.scenarios import MAX_SIM_STEPS
+    return _count(MAX_SIM_STEPS)(text)
+
+
+def _newton_iterations(text: str) -> float:
+    from shooting.integrate.integrator import MAX_NEWTON_ITERATIONS
+    return _count(MAX_NEWTON_ITERATIONS)(text)
+
+
+_nonnegative_int = _number(int, lambda v: v >= 0, "a non-negative integer")
+_positive_float = _number(float, lambda v: math.isfinite(v) and v > 0, "a positive number")
+_nonnegative_float = _number(float, lambda v: math.isfinite(v) and v >= 0, "a non-negative number")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``shooting-codegen`` (one-line errors, exit status 2)."""
+    parser = _Parser(prog="shooting-codegen", description=DESCRIPTION)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    sub.add_parser("list", help="list the built-in models and tableaus",
+                   description="List the built-in models and tableaus.")
+
+    tab = sub.add_parser("tableau", help="print a tableau, its verified order and stability",
+                         description="Print a Butcher tableau with its verified order and stability flags.")
+    tab.add_argument("name", help="catalogue name (see 'list') or a JSON file")
+    tab.add_argument("--plot", metavar="FILE", help="write the stability region as a PNG")
+
+    _add_integrator(sub)
+    _add_mpc(sub)
+    _add_controller(sub)
+    _add_sweep(sub)
+    return parser
+
+
+def _add_integrator(sub: "argparse._SubParsersAction[_Parser]") -> None:
+    integ = sub.add_parser(
+        "integrator", help="export an integrator with sensitivities as C",
+        description="Build an integrator step with exact sensitivities and export it as C "
+                    "(NAME.c, NAME.h, manifest.json, Makefile).")
+    integ.add_argument("--model", required=True,
+                       help="built-in name, file.py, file.py:function or package.module:function")
+    integ.add_argument("--model-arg", action="append", metavar="NAME=VALUE",
+                       help="a parameter of the model's factory, e.g. --model-arg n=5 (repeatable)")
+    integ.add_argument("--method", help="catalogue tableau (default rk4)")
+    integ.add_argument("--tableau-file", metavar="FILE", help="a JSON tableau instead of --method")
+    integ.add_argument("--steps", type=_steps, default=1, help="substeps per interval (default 1)")
+    integ.add_argument("--dt", type=_positive_float,
+                       help="interval length for the checks and the manifest (default: the model's nominal dt; "
+                            "dt stays an input of the C function)")
+    integ.add_argument("--out", required=True, metavar="DIR", help="output directory (created)")
+    integ.add_argument("--name", help="C prefix and file stem (default <model>_<method>)")
+    integ.add_argument("--real", choices=REALS, default="double")
+    integ.add_argument("--sensitivities", choices=SENSITIVITIES, default="forward")
+    integ.add_argument("--newton-iterations", type=_newton_iterations, help="Newton steps for implicit tableaus")
+    integ.add_argument("--newton", choices=NEWTON_METHODS,
+                       help="implicit tableaus: full Newton (default) or one reused factorisation (smaller code)")
+    integ.add_argument("--check", action="store_true",
+                       help="compile, run on test vectors and compare with Python (exit 1 on mismatch)")
+    integ.add_argument("--target", choices=TARGETS, default="host",
+                       help="cortex-m4: cross-compile, report flash/RAM; with --check run on an emulated Cortex-M4")
+    integ.add_argument("--vectors", type=_vectors,
+                       help="test vectors for --check (and for the float-vs-double record of --real float; default 8)")
+    integ.add_argument("--force", action="store_true", help="write into a non-empty directory of other files")
+    integ.add_argument("--no-lint", action="store_true",
+                       help="do not warn when the step is outside its stability region at the nominal point")
+    integ.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+
+
+def _add_ocp_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options that choose a model and change its default scenario's discretisation."""
+    parser.add_argument("--model", required=True,
+                        help="built-in name, file.py, file.py:function or package.module:function")
+    parser.add_argument("--model-arg", action="append", metavar="NAME=VALUE",
+                        help="a parameter of the model's factory, e.g. --model-arg n=5 (repeatable)")
+    parser.add_argument("--horizon", type=_horizon, help="shooting intervals N")
+    parser.add_argument("--dt", type=_positive_float, help="interval length and sampling time [s]")
+    parser.add_argument("--method", help="integrator tableau of the OCP (see 'list')")
+    parser.add_argument("--steps", type=_steps, help="integrator substeps per interval")
+    parser.add_argument("--R-delta", metavar="W1,W2,...",
+                        help="input-rate penalty: the diagonal of R_delta on u_k - u_{k-1}, nu non-negative numbers "
+                             "(or one for every input)")
+
+
+def _add_mpc(sub: "argparse._SubParsersAction[_Parser]") -> None:
+    mpc = sub.add_parser(
+        "mpc", help="solve the model's default OCP and simulate its MPC closed loop",
+        description="Build the model's default scenario (cartpole: swing-up from hanging), solve the OCP once, "
+                    "run the closed loop against an accurately integrated plant and write trajectory.json, "
+                    "trajectory.csv, summary.json and PNG plots. Options override the scenario.")
+    _add_ocp_arguments(mpc)
+    mpc.add_argument("--scenario", default="default",
+                     help="the model's scenario: 'default', or a named one (see 'shooting-codegen list')")
+    mpc.add_argument("--hessian", choices=HESSIANS, help="Hessian of the OCP's Lagrangian")
+    mpc.add_argument("--x-ref", metavar="V1,V2,...",
+                     help="state reference, nx comma-separated numbers (beyond a bound the controller stops at "
+                          "the bound; a warning where its weight is nonzero)")
+    mpc.add_argument("--x0", metavar="V1,V2,...",
+                     help="initial state, nx comma-separated numbers ('pi' allowed; "
+                          "write --x0=-1,0 when the first is negative)")
+    mpc.add_argument("--sim-steps", type=_sim_steps, help="closed-loop steps K")
+    mpc.add_argument("--rti", action="store_true", help="real-time iteration controller instead of full solves")
+    mpc.add_argument("--compile-nlp", action=argparse.BooleanOptionalAction, default=None,
+                     help="compile the OCP's NLP functions once per problem into the per-user cache and reuse them "
+                          "in later runs (default: off, unless SHOOTING_COMPILE_NLP=1: the first run of a problem "
+                          "pays 5-45 s of gcc, a later one saves 0.1-0.8 s)")
+    mpc.add_argument("--noise", type=_nonnegative_float, metavar="STD",
+                     help="standard deviation of additive process noise on every state")
+    mpc.add_argument("--seed", type=_nonnegative_int, help="seed of --noise (default 0)")
+    mpc.add_argument("--out", required=True, metavar="DIR", help="output directory (created)")
+    mpc.add_argument("--force", action="store_true", help="write into a non-empty directory of other files")
+    mpc.add_argument("--no-lint", action="store_true",
+                     help="do not warn when the OCP's step is outside its stability region at x0")
+    mpc.add_argument("-q", "--quiet", action="store_true", help="no progress lines or bar")
+
+
+def _add_controller(sub: "argparse._SubParsersAction[_Parser]") -> None:
+    ctl = sub.add_parser(
+        "controller", help="export the real-time-iteration MPC controller as C",
+        description="Export the model's default scenario's MPC (options override it) as a C controller: "
+                    "NAME_mpc.c, NAME_mpc.h, manifest.json, Makefile (linearise with the integrator's A and B, "
+                    "the stage-wise QP by an interior point with a Riccati recursion, static memory). --check "
+                    "runs it in closed loop against the Python RTIController (and on an emulated Cortex-M4 with "
+                    "--target cortex-m4).")
+    _add_ocp_arguments(ctl)
+    ctl.add_argument("--x0", metavar="V1,V2,...", help="initial state of the guess and of the check")
+    ctl.add_argument("--hard-x-bounds", action="store_true",
+                     help="hard state bounds (default: soft, with an L1 + L2 penalty on slacks)")
+    ctl.add_argument("--slack-l1", type=_nonnegative_float, help="L1 weight of the slacks (default 1e3)")
+    ctl.add_argument("--slack-l2", type=_positive_float, help="L2 weight of the slacks (default 1e2)")
+    ctl.add_argument("--real", choices=REALS, default="double")
+    ctl.add_argument("--qp", choices=CONTROLLER_QPS, default=CONTROLLER_QPS[0],
+                     help="QP solver of the C (the stage-wise QP by an interior point with a Riccati recursion)")
+    ctl.add_argument("--target", choices=TARGETS, default="host",
+                     help="cortex-m4: cross-compile, report flash/RAM; with --check run on an emulated Cortex-M4")
+    ctl.add_argument("--check", action="store_true",
+                     help="closed loop vs the Python RTIController (exit 1 on mismatch, nothing written)")
+    ctl.add_argument("--check-steps", type=_sim_steps, help="closed-loop samples of --check (default 40)")
+    ctl.add_argument("--name", help="C prefix (default the model's name): NAME_mpc.c, NAME_mpc.h")
+    ctl.add_argument("--out", required=True, metavar="DIR", help="output directory (created)")
+    ctl.add_argument("--force", action="store_true", help="write into a non-empty directory of other files")
+    ctl.add_argument("--no-lint", action="store_true",
+                     help="do not warn when the step is outside its stability region at x0")
+    ctl.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+
+
+def _add_sweep(sub: "argparse._SubParsersAction[_Parser]") -> None:
+    from shooting.sweeps.cases import MAX_CASES
+
+    swp = sub.add_parser(
+        "sweep", help="run the closed loop over many cases (start states, parameters, noise) on Dask",
+        description="Run the scenario's closed loop for many cases drawn from --seed, in this process (--workers 1), "
+                    "on a local Dask cluster (default: one worker per core) or on a Dask scheduler (--scheduler), "
+                    "and write cases.csv, summary.json and sweep.png. Exit 0 when every case ran.")
+    _add_ocp_arguments(swp)
+    swp.add_argument("--scenario", default="default", help="the model's scenario (see 'shooting-codegen list')")
+    swp.add_argument("--x0", metavar="V1,V2,...", help="the nominal start state (the centre of --x0-spread)")
+    swp.add_argument("--sim-steps", type=_sim_steps, help="closed-loop samples K of every case")
+    swp.add_argument("--controller", default="rti", metavar="rti|ipopt|c|DIR",
+                     help="rti (Python real-time iterations, default), ipopt (full solves), c (the controller "
+                          "exported to C, compiled on each worker) or a 'shooting-codegen controller' directory")
+    swp.add_argument("--cases", type=_count(MAX_CASES), default=100, help="number of cases (default 100)")
+    for option, what in (("--x0-spread", "x0 within +-S times each state's bound range (absolute if unbounded)"),
+                         ("--p-spread", "plant parameters within +-S relative to p0 (the controller keeps p0)"),
+                         ("--noise-std", "standard deviation of process noise on every state")):
+        swp.add_argument(option, type=_nonnegative_float, default=0.0, metavar="S", help=f"{what} (default 0)")
+    swp.add_argument("--seed", type=_nonnegative_int, help="seed of the cases (default 0)")
+    swp.add_argument("--scheduler", metavar="ADDRESS", help="a running Dask scheduler, e.g. tcp://10.0.0.5:8786")
+    swp.add_argument("--workers", type=_count(4096), help="local worker processes (1: this process)")
+    swp.add_argument("--resume", action="store_true", help="complete the interrupted sweep in --out")
+    swp.add_argument("--out", required=True, metavar="DIR", help="output directory (created)")
+    swp.add_argument("--no-lint", action="store_true", help="do not warn when the step is outside its stability region")
+    swp.add_argument("-q", "--quiet", action="store_true", help="no progress")
