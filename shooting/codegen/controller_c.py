@@ -34,6 +34,7 @@ from shooting.codegen.templates import render
 from shooting.integrate.integrator import build_integrator
 from shooting.model import Model
 from shooting.mpc.ocp import MultipleShootingOCP
+from shooting.mpc.sqp import ARMIJO, COLD_START_ITERATIONS, MAX_SQP_ITERATIONS, MIN_STEP, SQP_ROUNDING, SQP_TOLERANCES
 from shooting.options import REALS, Real
 from shooting.qp import OCP_QP_TOLERANCES, OCPQPSizes
 
@@ -279,6 +280,10 @@ def generate_controller(spec: ControllerSpec, name: str, *, real: Real = "double
     stem = f"{name}_mpc"
     emitter = CEmitter(stem, real)
     body = emitter.add(spec.step)
+    # The step without sensitivities, for the SQP's line search (x_next only: a fraction of the cost).
+    plain = build_integrator(model, spec.method, spec.steps, "none", name=f"{model.name}_mpc_value")
+    value = emitter.add(plain)
+    sqp_tol = SQP_TOLERANCES[real]
     z = spec.sizes
     qp = ocp_qp_source(f"{stem}_qp", real, z)
     measured = dict(sizes or {})
@@ -308,7 +313,9 @@ def generate_controller(spec: ControllerSpec, name: str, *, real: Real = "double
         l2=literal(spec.slack_l2 if spec.soft else 1.0, real),
         tol_stat=literal(tol["tol_stat"], real), tol_eq=literal(tol["tol_eq"], real),
         tol_mu=literal(tol["tol_mu"], real),
-        functions=emitter.source() + "\n" + qp.functions, body=body,
+        functions=emitter.source() + "\n" + qp.functions, body=body, value=value, n_value_out=plain.n_out(),
+        sqp_tol_step=literal(sqp_tol["step"], real), sqp_tol_defect=literal(sqp_tol["defect"], real),
+        armijo=literal(ARMIJO, real), min_step=literal(MIN_STEP, real), rounding=literal(SQP_ROUNDING[real], real),
     )
     header = _header(spec, values, real, emitter, qp.work, measured)
     manifest = {
@@ -372,4 +379,6 @@ def _header(spec: ControllerSpec, values: dict[str, Any], real: Real, emitter: C
         tol_stat_text=f"{tol['tol_stat']:g}", tol_eq_text=f"{tol['tol_eq']:g}", tol_mu_text=f"{tol['tol_mu']:g}",
         accuracy_text=accuracy, reentrancy=reentrancy, guard=f"{values['NAME']}_MPC_H",
         reentrant=1 if emitter.reentrant else 0, qp_work=qp_work,
+        sqp_tol_step=f"{SQP_TOLERANCES[real]['step']:g}", sqp_tol_defect=f"{SQP_TOLERANCES[real]['defect']:g}",
+        cold_iterations=COLD_START_ITERATIONS, max_sqp_iter=MAX_SQP_ITERATIONS,
     )

@@ -37,13 +37,15 @@ from shooting.codegen.host_library import build_shared_library, real_ctype, real
 from shooting.loading import load_model
 from shooting.model import Model
 from shooting.mpc.controllers import ControlStep
+from shooting.mpc.sqp import COLD_START_ITERATIONS, MAX_SQP_ITERATIONS, SQPResult
 from shooting.options import REALS, Real
 
 __all__ = ["CONTROLLER_STATUS", "HostController", "HostStep", "load_controller", "load_step"]
 
 #: The status codes of ``NAME_mpc_feedback`` (see the generated header).
 CONTROLLER_STATUS = {0: "ok", 1: "QP iteration limit", 2: "QP infeasible", 3: "Hessian not positive definite",
-                     4: "non-finite data", 5: "not prepared", 6: "bad argument", 7: "integrator step failed"}
+                     4: "non-finite data", 5: "not prepared", 6: "bad argument", 7: "integrator step failed",
+                     8: "SQP iteration limit", 9: "line search failed"}
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -326,6 +328,9 @@ _SHIM = """\
 #include "{stem}.h"
 int shim_status(const {stem}_mem* m) {{ return m->status; }}
 int shim_qp_iterations(const {stem}_mem* m) {{ return m->qp_iterations; }}
+int shim_sqp_iterations(const {stem}_mem* m) {{ return m->sqp_iterations; }}
+double shim_sqp_step(const {stem}_mem* m) {{ return (double)m->sqp_step; }}
+double shim_sqp_defect(const {stem}_mem* m) {{ return (double)m->sqp_defect; }}
 {name}_real* shim_x({stem}_mem* m) {{ return m->x; }}
 {name}_real* shim_u({stem}_mem* m) {{ return m->u; }}
 /* The sizes compiled in: the header's constants, and the length of each array of the
@@ -413,7 +418,8 @@ class HostController:
         try:
             for call, args in (("init", [vp]), ("prepare", [vp]), ("shift", [vp]), ("feedback", [vp, vp, vp]),
                                ("set_time", [vp, R]), ("set_reference", [vp, ctypes.c_int, vp, vp]),
-                               ("set_parameters", [vp, vp])):
+                               ("set_parameters", [vp, vp]), ("reset", [vp, vp]),
+                               ("solve", [vp, vp, vp, ctypes.c_int])):
                 fn = getattr(lib, f"{stem}_{call}")
                 fn.argtypes, fn.restype = args, ctypes.c_int
                 self._fn[call] = fn
@@ -423,7 +429,8 @@ class HostController:
             raise ValueError(f"{source} does not define the functions of a controller export ({err}): export "
                              f"again") from None
         for fname, restype in (("shim_status", ctypes.c_int), ("shim_qp_iterations", ctypes.c_int),
-                               ("shim_x", vp), ("shim_u", vp)):
+                               ("shim_sqp_iterations", ctypes.c_int), ("shim_sqp_step", ctypes.c_double),
+                               ("shim_sqp_defect", ctypes.c_double), ("shim_x", vp), ("shim_u", vp)):
             getattr(lib, fname).restype = restype
             getattr(lib, fname).argtypes = [vp]
         self.mem_bytes = sizes["mem"]
@@ -457,13 +464,53 @@ class HostController:
                              f"was generated for nx={info.get('nx')}, nu={info.get('nu')}, np={info.get('np')}")
         return model
 
-    def reset(self) -> None:
-        """Back to the generation-time guess; the next `step` prepares again."""
+    def reset(self, x0: npt.ArrayLike | None = None) -> None:
+        """Back to the generation-time guess (``init``), or with `x0` a guess at that state
+        (``NAME_mpc_reset``: x0 held over the horizon, the input references clipped to the bounds); the next
+        `step` cold-starts (iterates to convergence)."""
+        x = None if x0 is None else _validate.vector(x0, self.model.nx, "x0", broadcast=False)
         self._call("init")
+        if x is not None:
+            self._xbuf[:] = x
+            self._call("reset", self._xbuf.ctypes.data)
         self._started = False
         self.feedback_times.clear()
         self.preparation_times.clear()
         self.x_pred = self.u_pred = None
+
+    def solve(self, x0: npt.ArrayLike, max_iter: int = COLD_START_ITERATIONS, t: float | None = None) -> SQPResult:
+        """SQP (``NAME_mpc_solve``) from the current guess to a KKT point of the OCP for the state `x0`.
+
+        The solution stays the guess: a `step` at the same state then applies its first input.
+
+        Parameters
+        ----------
+        x0 : array_like, shape (nx,)
+        max_iter : int, default 50
+            1..`MAX_SQP_ITERATIONS`.
+        t : float, optional
+            The time of stage 0 (``set_time``; default: the controller's, 0 after `reset`).
+
+        Returns
+        -------
+        SQPResult
+            ``u`` (N, nu), ``x`` (N+1, nx), ``iterations``, ``status`` (0 converged; else the C's code:
+            `CONTROLLER_STATUS`), ``step``, ``defect`` (relative), ``message``.
+        """
+        xv = _validate.vector(x0, self.model.nx, "x0", broadcast=False)
+        max_iter = _validate.integer(max_iter, "max_iter", minimum=1, maximum=MAX_SQP_ITERATIONS)
+        if t is not None:
+            self._call("set_time", _validate.real(t, "t"))
+        self._xbuf[:] = xv
+        status = self._call("solve", self._xbuf.ctypes.data, self._ubuf.ctypes.data, max_iter)
+        self._started = True
+        nx, nu = self.model.nx, self.model.nu
+        self.x_pred = self._x_mem.astype(np.float64).reshape(self.horizon + 1, nx)
+        self.u_pred = self._u_mem.astype(np.float64).reshape(self.horizon, nu)
+        return SQPResult(self.x_pred.copy(), self.u_pred.copy(), int(self._lib.shim_sqp_iterations(self._mem)),
+                         status, float(self._lib.shim_sqp_step(self._mem)),
+                         float(self._lib.shim_sqp_defect(self._mem)),
+                         "" if status == 0 else CONTROLLER_STATUS.get(status, f"status {status}"))
 
     def _call(self, what: str, *args: object) -> int:
         return int(self._fn[what](self._mem, *args))

@@ -38,14 +38,12 @@ from shooting.mpc.controllers import ControlStep
 from shooting.mpc.layout import ShootingLayout
 from shooting.mpc.ocp import MultipleShootingOCP
 from shooting.mpc.rti_stage import StageQPBuilder
-from shooting.mpc.sqp import SQPResult, sqp
+from shooting.mpc.sqp import COLD_START_ITERATIONS, MAX_SQP_ITERATIONS, SQP_STATUS, SQPResult, sqp
 from shooting.options import QP_SOLVERS, QPSolver
 from shooting.qp import StageQP, StageQPResult, shifted_result, solve_stage_qp
 
 __all__ = ["MAX_SQP_ITERATIONS", "QPPoint", "RTIController"]
 
-#: Most SQP iterations of one solve.
-MAX_SQP_ITERATIONS = 1000
 
 
 @dataclass(frozen=True)
@@ -95,7 +93,7 @@ class RTIController:
         The first guess (after construction or `reset`) is IPOPT's solution
         at the first state; False: every state at the measured one, every
         input at its reference clipped to the bounds (`MultipleShootingOCP.initial_guess`).
-    cold_start_iterations : int, default 50
+    cold_start_iterations : int, default 100
         The first `step` after construction or `reset` iterates SQP (`solve`)
         from that guess to convergence, at most this many iterations
         ("riccati-ipm" only; 0: a plain real-time iteration).
@@ -116,7 +114,7 @@ class RTIController:
     """
 
     def __init__(self, ocp: MultipleShootingOCP, *, qp_solver: QPSolver = "riccati-ipm",
-                 initialize_with_ipopt: bool = True, cold_start_iterations: int = 50,
+                 initialize_with_ipopt: bool = True, cold_start_iterations: int = COLD_START_ITERATIONS,
                  sqp_iterations: int = 1) -> None:
         if not isinstance(ocp, MultipleShootingOCP):
             raise ValueError(f"ocp must be a MultipleShootingOCP, got {type(ocp).__name__}")
@@ -337,15 +335,12 @@ class RTIController:
         prev = self.u_last if u_prev is None else u_prev
         P = ocp.parameters(np.zeros(ocp.nx), x_ref, u_ref, p, t, prev)
         prepare = 0.0
-        iterate = self.cold_start_iterations if self._cold else self.sqp_iterations - 1
-        if self._stages is not None and iterate > 0:
-            # SQP to convergence (a cold start) or the extra iterations of a sample, from the guess; the
-            # feedback below is then one more QP at the result (converged: the same point).
-            started = time.perf_counter()
-            self.last_sqp = self._sqp(xv, P, iterate)
-            prepare += time.perf_counter() - started
-            prepare += self._prepare(t, P)
-        elif self._guess is None:
+        iterate = self.cold_start_iterations if self._cold else self.sqp_iterations
+        if self._stages is not None and (iterate > 1 or (self._cold and iterate > 0)):
+            # SQP from the guess: to convergence (a cold start, as the C's first feedback) or the sample's
+            # iterations; its solution's first input is applied (the C's NAME_mpc_solve).
+            return self._sqp_step(xv, P, t, iterate)
+        if self._guess is None:
             w0 = self._initial_guess(xv, P)
             self._guess = QPPoint(w0, None, None)
             prepare += self._prepare(t, P)
@@ -380,6 +375,29 @@ class RTIController:
         prepare += self._prepare(t + self.dt, L.shift_parameters(P, self.dt, u))
         return ControlStep(u=u, solve_time=feedback + prepare, success=success, status=status,
                            iterations=iterations)
+
+    def _sqp_step(self, x: npt.NDArray[np.float64], P: npt.NDArray[np.float64], t: float, iterations: int
+                  ) -> ControlStep:
+        """A sample by SQP (`solve`): apply its first input, shift its solution as the next guess."""
+        ocp, L = self.ocp, self.ocp.layout
+        started = time.perf_counter()
+        result = self._sqp(x, P, iterations)
+        self.last_sqp = result
+        feedback = time.perf_counter() - started
+        self.feedback_times.append(feedback)
+        u = np.clip(result.u[0], ocp.u_min, ocp.u_max)
+        if not (np.isfinite(result.x).all() and np.isfinite(result.u).all()):
+            return self._failed(0.0, feedback, SQP_STATUS[result.status], result.iterations,
+                                "non-finite SQP iterate")
+        self.u_last = u.copy()
+        assert self._guess is not None
+        self.last_qp = self._guess
+        self._guess = self.last_qp.shifted(L)
+        self._qp_warm = None
+        prepare = self._prepare(t + self.dt, L.shift_parameters(P, self.dt, u))
+        status = "converged" if result.success else (result.message or SQP_STATUS[result.status])
+        return ControlStep(u=u, solve_time=feedback + prepare, success=result.success, status=status,
+                           iterations=result.iterations)
 
     def _feedback_sparse(self, x: npt.NDArray[np.float64], prepared: tuple[Any, ...]
                          ) -> tuple[npt.NDArray[np.float64], Any, Any, bool, str, int]:

@@ -29,7 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["SQP_STATUS", "SQP_TOLERANCES", "SQPResult", "SQPStep", "sqp"]
+__all__ = ["ARMIJO", "COLD_START_ITERATIONS", "MAX_SQP_ITERATIONS", "MIN_STEP", "SQP_ROUNDING", "SQP_STATUS",
+           "SQP_TOLERANCES", "SQPResult", "SQPStep", "sqp"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -41,7 +42,12 @@ SQP_TOLERANCES = {"double": {"step": 1e-8, "defect": 1e-9}, "float": {"step": 2e
 
 #: Armijo's sufficient-decrease fraction, the backtracking factor, the smallest step, and the merit's rounding
 #: (relative) the test forgives.
-ARMIJO, BACKTRACK, MIN_STEP, ROUNDING = 1e-4, 0.5, 1.0 / 1024, 1e-14
+ARMIJO, BACKTRACK, MIN_STEP = 1e-4, 0.5, 1.0 / 1024
+SQP_ROUNDING = {"double": 1e-14, "float": 1e-6}
+ROUNDING = SQP_ROUNDING["double"]
+
+#: The cold start's iteration limit (RTIController and the C's first feedback), and the most of any solve.
+COLD_START_ITERATIONS, MAX_SQP_ITERATIONS = 100, 1000
 
 
 @dataclass(frozen=True)
