@@ -179,13 +179,20 @@ int main(void) {
   cp_real x[CP_MPC_NX] = {0.0f, 3.14159265f, 0.0f, 0.0f}, u[CP_MPC_NU], xr[CP_MPC_NX] = {0};
   int bad = 0;
   bad |= cp_mpc_init(&mine) != CP_MPC_OK;
-  bad |= cp_mpc_feedback(&mine, x, u) != CP_MPC_NOT_PREPARED;
   bad |= cp_mpc_set_reference(&mine, CP_MPC_N + 1, xr, 0) != CP_MPC_BAD_ARGUMENT;
   bad |= cp_mpc_set_reference(&mine, -1, xr, 0) != CP_MPC_BAD_ARGUMENT;
   bad |= cp_mpc_feedback(&mine, 0, u) != CP_MPC_BAD_ARGUMENT;
-  bad |= cp_mpc_prepare(&mine) != CP_MPC_OK;
+  bad |= cp_mpc_solve(&mine, x, u, 0) != CP_MPC_BAD_ARGUMENT;
+  bad |= cp_mpc_solve(&mine, x, u, CP_MPC_MAX_SQP_ITER + 1) != CP_MPC_BAD_ARGUMENT;
+  bad |= cp_mpc_reset(0, x) != CP_MPC_BAD_ARGUMENT;
+  x[1] = 0.0f / 0.0f;
+  bad |= cp_mpc_reset(&mine, x) != CP_MPC_NONFINITE;
+  bad |= cp_mpc_solve(&mine, x, u, 5) != CP_MPC_NONFINITE;
+  x[1] = 3.14159265f;
+  /* after init (and reset) the first feedback iterates to convergence by itself, prepared or not */
   bad |= cp_mpc_feedback(&mine, x, u) != CP_MPC_OK;
-  bad |= mine.qp_iterations < 1 || mine.status != CP_MPC_OK;
+  bad |= mine.qp_iterations < 1 || mine.status != CP_MPC_OK || mine.sqp_iterations < 1 || mine.cold;
+  bad |= mine.sqp_step > CP_MPC_SQP_TOL_STEP || mine.sqp_defect > CP_MPC_SQP_TOL_DEFECT;
   bad |= mine.u_prev[0] != u[0];                        /* feedback remembers the input it returned */
   bad |= cp_mpc_set_previous_input(&mine, 0) != CP_MPC_BAD_ARGUMENT;
   xr[0] = 2.5f;

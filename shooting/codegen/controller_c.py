@@ -379,6 +379,7 @@ def _header(spec: ControllerSpec, values: dict[str, Any], real: Real, emitter: C
         tol_stat_text=f"{tol['tol_stat']:g}", tol_eq_text=f"{tol['tol_eq']:g}", tol_mu_text=f"{tol['tol_mu']:g}",
         accuracy_text=accuracy, reentrancy=reentrancy, guard=f"{values['NAME']}_MPC_H",
         reentrant=1 if emitter.reentrant else 0, qp_work=qp_work,
-        sqp_tol_step=f"{SQP_TOLERANCES[real]['step']:g}", sqp_tol_defect=f"{SQP_TOLERANCES[real]['defect']:g}",
+        sqp_tol_step=literal(SQP_TOLERANCES[real]["step"], real),
+        sqp_tol_defect=literal(SQP_TOLERANCES[real]["defect"], real),
         cold_iterations=COLD_START_ITERATIONS, max_sqp_iter=MAX_SQP_ITERATIONS,
     )

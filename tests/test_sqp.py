@@ -1,0 +1,167 @@
+"""SQP to convergence (cold starts) in the Python RTI and the exported C, against IPOPT on the same NLP.
+
+Truth: IPOPT on the OCP's NLP, to 1e-12 and without its bound relaxation
+(its default moves bounds by 1e-8 relative, so that an active input ends
+8e-7 beyond it), started from the same guess. A converged SQP iterate is a
+KKT point of that NLP whatever the QP's Hessian (Gauss-Newton here): the
+stopping test (step and defects below 1e-8 and 1e-9 of the trajectory's
+size) bounds its distance to IPOPT's by the conditioning of the KKT system,
+so the inputs must agree to 1e-6 of their size. The C and the Python twin
+run the same iteration: the same iteration count and inputs to rounding.
+"""
+
+from __future__ import annotations
+
+import os
+
+import casadi as ca
+import numpy as np
+import pytest
+
+import shooting
+from shooting import MPCController, RTIController, simulate_closed_loop
+from shooting.codegen import export_controller, load_controller, toolchain
+from shooting.mpc.sqp import SQP_TOLERANCES
+
+CI = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+needs_gcc = pytest.mark.skipif(not CI and not toolchain.have_host_compiler(), reason="needs gcc")
+TIGHT = {"ipopt.tol": 1e-12, "ipopt.bound_relax_factor": 0.0, "ipopt.constr_viol_tol": 1e-12}
+
+
+def _ocp(name: str, **changes: object) -> shooting.MultipleShootingOCP:
+    model = shooting.load_model(name)
+    scenario = shooting.default_scenario(model).with_changes(**changes) if changes else \
+        shooting.default_scenario(model)
+    return shooting.build_ocp(scenario, model, solver_options=TIGHT)
+
+
+def _regulation() -> shooting.MultipleShootingOCP:
+    """The cart-pole regulation of the issue: Q = diag(3, 8, 0.2, 0.1), R = 0.03, Qf = 10 Q, |F| <= 40."""
+    model = shooting.load_model("cartpole")
+    Q = np.diag([3.0, 8.0, 0.2, 0.1])
+    return shooting.MultipleShootingOCP(model, 20, dt=0.05, Q=Q, R=[0.03], Q_terminal=10 * Q, u_min=[-40.0],
+                                        u_max=[40.0], solver_options=TIGHT)
+
+
+def _constrained() -> shooting.MultipleShootingOCP:
+    """The regulation with the cart held within |x| <= 0.25 (hard): from a push to the right the bound is
+    active."""
+    model = shooting.load_model("cartpole")
+    Q = np.diag([3.0, 8.0, 0.2, 0.1])
+    return shooting.MultipleShootingOCP(model, 20, dt=0.05, Q=Q, R=[0.03], Q_terminal=10 * Q, u_min=[-40.0],
+                                        u_max=[40.0], x_min=[-0.25, -np.inf, -np.inf, -np.inf],
+                                        x_max=[0.25, np.inf, np.inf, np.inf], solver_options=TIGHT)
+
+
+CASES = {
+    "cartpole swing-up": (lambda: _ocp("cartpole"), [0.0, np.pi, 0.0, 0.0]),
+    "cartpole regulation": (_regulation, [0.1, 0.35, 0.0, 0.0]),
+    "quadrotor": (lambda: _ocp("quadrotor"), None),
+    "cart bound active": (_constrained, [0.1, 0.35, 1.5, 0.0]),
+    "pendulum swing-up (input bound active)": (lambda: _ocp("pendulum"), None),
+}
+
+
+def _case(name: str) -> tuple[shooting.MultipleShootingOCP, np.ndarray]:
+    make, x0 = CASES[name]
+    ocp = make()
+    return ocp, np.array(ocp.model.x0 if x0 is None else x0, dtype=float)
+
+
+def _agree(u: np.ndarray, truth: np.ndarray, tol: float) -> float:
+    err = float(np.abs(u - truth).max() / (1.0 + np.abs(truth).max()))
+    assert err < tol, err
+    return err
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_python_sqp_from_a_held_state_reaches_ipopts_optimum(name: str) -> None:
+    ocp, x0 = _case(name)
+    truth = ocp.solve(x0)  # IPOPT from its cold guess: x0 held, inputs at their clipped references
+    assert truth.success
+    rti = RTIController(ocp, initialize_with_ipopt=False)
+    res = rti.solve(x0, max_iter=200)
+    assert res.status == 0, res.message
+    _agree(res.u, truth.u, 1e-6)
+    assert abs(ocp.cost(res.x, res.u) - truth.cost) <= 1e-9 * max(1.0, abs(truth.cost))
+    if name == "cart bound active":
+        assert np.abs(res.x[:, 0]).max() > 0.25 - 1e-6  # the bound is active at the optimum
+        assert np.abs(res.x[:, 0]).max() <= 0.25 + 1e-9  # and held (hard)
+    if name.startswith("pendulum"):
+        assert np.abs(res.u).max() > 8.0 - 1e-9  # the torque limit is active
+
+
+@needs_gcc
+@pytest.mark.parametrize("name", CASES)
+def test_c_solve_from_a_held_state_reaches_ipopts_optimum(name: str, tmp_path) -> None:
+    ocp, x0 = _case(name)
+    truth = ocp.solve(x0)
+    assert export_controller(ocp, tmp_path / "c", name="sqp").ok
+    ctl = load_controller(tmp_path / "c")
+    ctl.reset(x0)  # NAME_mpc_reset: x0 held, u at its reference clipped (IPOPT's cold guess)
+    res = ctl.solve(x0, max_iter=200)
+    assert res.status == 0, res.message
+    assert res.step <= SQP_TOLERANCES["double"]["step"] and res.defect <= SQP_TOLERANCES["double"]["defect"]
+    _agree(res.u, truth.u, 1e-6)
+    # The same iteration as the Python twin: the same iterates to rounding, so the same count but where a
+    # last step lands within rounding of the tolerance, and the same point within the tolerance.
+    twin = RTIController(ocp, initialize_with_ipopt=False).solve(x0, max_iter=200)
+    assert abs(res.iterations - twin.iterations) <= 1
+    _agree(res.u, twin.u, 1e-8)
+    # The solution stays the guess, prepared: a feedback at the same state applies its first input.
+    step = ctl.step(x0)
+    assert step.success and abs(step.u[0] - res.u[0, 0]) <= 1e-8 * (1 + abs(res.u[0, 0]))
+
+
+@needs_gcc
+def test_c_solve_in_float_converges_to_single_precision(tmp_path) -> None:
+    ocp, x0 = _case("cartpole regulation")
+    truth = ocp.solve(x0)
+    assert export_controller(ocp, tmp_path / "c", real="float").ok
+    ctl = load_controller(tmp_path / "c")
+    ctl.reset(x0)
+    res = ctl.solve(x0, max_iter=200)
+    assert res.status == 0, res.message
+    # Float stops at 2e-5 of the trajectory's size; the inputs' conditioning here is O(10) (measured 4e-6).
+    _agree(res.u, truth.u, 1e-4)
+
+
+def _tracking_cost(ocp: shooting.MultipleShootingOCP, traj: shooting.Trajectory) -> float:
+    """sum_k (x_k - x_ref)' Q (x_k - x_ref) + (u_k - u_ref)' R (u_k - u_ref) over the samples."""
+    dx = traj.x[:-1] - ocp.x_ref[0]
+    du = traj.u - ocp.u_ref[0]  # (constant references here)
+    return float(np.einsum("ki,ij,kj->", dx, ocp.Q, dx) + np.einsum("ki,ij,kj->", du, ocp.R, du))
+
+
+@needs_gcc
+@pytest.mark.parametrize("name, start", [("cartpole regulation", [0.1, 0.35, 0.0, 0.0]),
+                                         ("cartpole regulation", [-0.3, -0.5, 0.4, 0.0]),
+                                         ("cartpole swing-up", [0.2, 2.8, 0.0, 0.0]),
+                                         ("quadrotor", [-1.0, 0.5, 1.5, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0])])
+def test_c_closed_loop_from_far_away_costs_what_ipopt_mpc_costs(name: str, start: list[float], tmp_path) -> None:
+    """Started far from the export's x0 (the C's stored guess), the first feedback iterates to convergence:
+    the closed loop costs within 5 % of IPOPT's MPC (the old C, one iteration from the stored guess: 6.6x)."""
+    ocp, x_export = _case(name)
+    assert export_controller(ocp, tmp_path / "c", x0=x_export).ok
+    ctl = load_controller(tmp_path / "c")
+    steps = 60
+    c = simulate_closed_loop(ctl, start, steps, progress=False)
+    ipopt = simulate_closed_loop(MPCController(ocp), start, steps, progress=False)
+    assert c.success.all(), [s for s, ok in zip(c.status, c.success, strict=True) if not ok][:3]
+    ratio = _tracking_cost(ocp, c) / _tracking_cost(ocp, ipopt)
+    assert ratio < 1.05, ratio
+
+
+@needs_gcc
+def test_the_c_shift_advances_time_for_a_model_with_explicit_time(tmp_path) -> None:
+    """x' = u + sin(3 t): the dynamics move with the clock. The problem is linear-quadratic, so each RTI QP
+    is the exact OCP and the C's inputs equal IPOPT's MPC to its tolerance; a shift that stops advancing
+    t0 (or a prepare at the wrong time) linearises at stale time and misses by ~1e-2."""
+    x, u, t = ca.SX.sym("x"), ca.SX.sym("u"), ca.SX.sym("t")
+    model = shooting.Model("clock", x, u, u + ca.sin(3 * t), t=t, x0=[1.0], u_min=[-2.0], u_max=[2.0])
+    ocp = shooting.MultipleShootingOCP(model, 10, dt=0.1, Q=[5.0], R=[0.1], solver_options=TIGHT)
+    assert export_controller(ocp, tmp_path / "c").ok
+    ctl = load_controller(tmp_path / "c", model=model)
+    c = simulate_closed_loop(ctl, [1.0], 25, progress=False)
+    ipopt = simulate_closed_loop(MPCController(ocp), [1.0], 25, progress=False)
+    np.testing.assert_allclose(c.u, ipopt.u, atol=1e-7)
