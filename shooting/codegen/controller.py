@@ -148,7 +148,7 @@ class _Runs(ExportRuns):
                 f"{report.allowed['u']:.1e} = {TOLERANCE_SAFETY:g} x the {real} rounding estimate "
                 f"{tol.applied_estimate:.1e}, at least {TOLERANCE_FLOOR[real]:.0e})")
         if "u_pred" in report.worst:
-            line += (f", first prediction within {report.worst['u_pred']:.1e} of the exact QP (allowed "
+            line += (f", first prediction within {report.worst['u_pred']:.1e} of the converged SQP (allowed "
                      f"{report.allowed['u_pred']:.1e})")
         line += (f", QP iterations median {summary['qp_iterations_median']:g} max {summary['qp_iterations_max']}")
         if "instructions_per_sample_median" in summary:

@@ -42,6 +42,7 @@ from shooting.mpc.ocp import MultipleShootingOCP
 from shooting.mpc.rti import RTIController
 from shooting.mpc.rti_stage import StageQPBuilder
 from shooting.mpc.simulate import simulate_closed_loop
+from shooting.mpc.sqp import COLD_START_ITERATIONS, SQP_TOLERANCES, sqp
 from shooting.qp import solve_stage_qp
 
 __all__ = ["TOLERANCE_FLOOR", "TOLERANCE_SAFETY", "LoopRun", "Tolerance", "board_loop", "compare_inputs", "host_loop",
@@ -164,7 +165,8 @@ class Tolerance:
     prediction, prediction_estimate : float
         The same for the first QP's whole predicted input trajectory.
     first_u : ndarray, shape (N, nu)
-        The first QP's inputs, solved exactly (double) from the spec's guess.
+        The first sample's inputs in double: SQP to convergence from the
+        spec's guess (the C's first feedback: a cold start).
     """
 
     applied: float
@@ -186,7 +188,10 @@ def input_tolerance(ocp: MultipleShootingOCP, spec: ControllerSpec, x0: FloatArr
     are the largest move, on the inputs' scale over `TOLERANCE_DRAWS` draws, of
     the first `samples` predicted inputs (those the closed-loop check compares)
     and of all of them; each tolerance is `TOLERANCE_SAFETY` times its
-    estimate, at least `TOLERANCE_FLOOR`.
+    estimate, at least `TOLERANCE_FLOOR`, and at least the SQP's stopping
+    tolerance on the step (relative to 1 + the trajectory's largest entry, here
+    on the inputs' scale): the first sample iterates to convergence, and two
+    converged iterates may differ by one last step below that tolerance.
     """
     N, nx, nu = ocp.horizon, ocp.nx, ocp.nu
     builder = StageQPBuilder(ocp)
@@ -195,6 +200,11 @@ def input_tolerance(ocp: MultipleShootingOCP, spec: ControllerSpec, x0: FloatArr
     qp = builder.with_state(builder.build(xg, ug, d["x_ref"], d["u_ref"], d["p"], 0.0, zero), x0, zero)
     x_start = builder.guess(xg, ug, zero)
     exact = solve_stage_qp(qp, x_guess=x_start, u_guess=ug)
+    xs = np.array(xg, dtype=float)
+    xs[0] = x0
+    cold = sqp(xs, ug, lambda a, b: builder.sqp_step(a, b, d["x_ref"], d["u_ref"], d["p"], 0.0, zero),
+               lambda a, b: ocp.cost(a, b), lambda a, b: builder.defects(a, b, d["p"], 0.0),
+               max_iter=COLD_START_ITERATIONS)
     cast = np.float32 if real == "float" else np.float64
     vectors = [[np.asarray(v, dtype=cast).astype(float) for v in (xg[k], ug[k], spec.p0, k * spec.dt, spec.dt)]
                for k in range(N)]
@@ -221,9 +231,11 @@ def input_tolerance(ocp: MultipleShootingOCP, spec: ControllerSpec, x0: FloatArr
         if moved.status == 0:
             move = np.abs(moved.u - exact.u) / scale
             first, whole = max(first, float(move[:samples].max())), max(whole, float(move.max()))
-    floor = TOLERANCE_FLOOR["float" if real == "float" else "double"]
+    key = "float" if real == "float" else "double"
+    floor = max(TOLERANCE_FLOOR[key], SQP_TOLERANCES[key]["step"] * (1.0 + max(np.abs(xs).max(), np.abs(ug).max()))
+                / float(scale.min()))
     return Tolerance(max(TOLERANCE_SAFETY * first, floor), first, max(TOLERANCE_SAFETY * whole, floor), whole,
-                     exact.u)
+                     cold.u)
 
 
 def _write(export: CExport, folder: Path) -> None:

@@ -37,7 +37,7 @@ from shooting.integrate.integrator import HOST_UNROLL_STEPS, build_integrator
 from shooting.mpc.controllers import ControlStep
 from shooting.mpc.layout import ShootingLayout
 from shooting.mpc.ocp import MultipleShootingOCP
-from shooting.mpc.rti_stage import StageQPBuilder
+from shooting.mpc.rti_stage import StageQPBuilder, nonfinite_where
 from shooting.mpc.sqp import COLD_START_ITERATIONS, MAX_SQP_ITERATIONS, SQP_STATUS, SQPResult, sqp
 from shooting.options import QP_SOLVERS, QPSolver
 from shooting.qp import StageQP, StageQPResult, shifted_result, solve_stage_qp
@@ -386,9 +386,9 @@ class RTIController:
         feedback = time.perf_counter() - started
         self.feedback_times.append(feedback)
         u = np.clip(result.u[0], ocp.u_min, ocp.u_max)
-        if not (np.isfinite(result.x).all() and np.isfinite(result.u).all()):
-            return self._failed(0.0, feedback, SQP_STATUS[result.status], result.iterations,
-                                "non-finite SQP iterate")
+        if result.status == 2 or not (np.isfinite(result.x).all() and np.isfinite(result.u).all()):
+            # no QP at the first iterate, or an iterate that overflowed: a failed sample (the last input held)
+            return self._failed(0.0, feedback, "", result.iterations, result.message or "non-finite SQP iterate")
         self.u_last = u.copy()
         assert self._guess is not None
         self.last_qp = self._guess
@@ -513,13 +513,7 @@ class RTIController:
     def _nonfinite(self, prepared: Any) -> str | None:
         """Where the prepared QP's data are not finite ("stage k" or "row r ..."), or None."""
         if isinstance(prepared, StageQP):
-            for k in range(self.ocp.horizon):
-                if not all(np.isfinite(np.asarray(v[k], dtype=float)).all() for v in (prepared.A, prepared.B,
-                                                                                      prepared.b)):
-                    return f"stage {k}"
-            arrays = (prepared.Q, prepared.S, prepared.R, prepared.Q_N, prepared.q, prepared.r)
-            return None if all(np.isfinite(np.asarray(v, dtype=float)).all() for v in arrays if v is not None) \
-                else "the cost's expansion"
+            return nonfinite_where(prepared)
         A, b, g, H = prepared
         bad = np.flatnonzero(~np.isfinite(np.asarray(b, dtype=float)))
         if bad.size:
@@ -531,6 +525,7 @@ class RTIController:
         """A failed sample: hold the last input; the next sample starts afresh from its measured state."""
         ocp = self.ocp
         self._guess, self._prepared, self._prepared_P, self._qp_warm = None, None, None, None
+        self._cold = True
         return ControlStep(u=np.clip(self.u_last, ocp.u_min, ocp.u_max), solve_time=feedback + prepare,
                            success=False, status=f"{status}: {why}" if status else why, iterations=iterations)
 

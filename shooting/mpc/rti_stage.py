@@ -193,9 +193,23 @@ class StageQPBuilder:
         """One SQP iteration's QP: linearise at (x, u) (x[0] the measured state) and solve from there."""
         nx = self.ocp.nx
         qp = self.with_state(self.build(x, u, x_ref, u_ref, p, t0, u_prev), x[0], u_prev)
+        where = nonfinite_where(qp)
+        if where is not None:
+            return SQPStep(x, u, False, 0.0, 0.0, f"non-finite QP data at {where} (the model's step or its "
+                                                 f"sensitivities are not finite at the linearisation point)")
         start = self.guess(x, u, u_prev)
         res = solve_stage_qp(qp, x_guess=start, u_guess=u)
         if res.status != 0:
             return SQPStep(x, u, False, 0.0, 0.0, res.message)
         decrease = stage_qp_objective(qp, start, u) - stage_qp_objective(qp, res.x, res.u)
         return SQPStep(res.x[:, :nx], res.u, True, decrease, float(np.abs(res.pi).max(initial=0.0)))
+
+
+def nonfinite_where(qp: StageQP) -> str | None:
+    """Where a stage QP's data are not finite: "stage k" (its dynamics), "the cost's expansion", or None."""
+    for k in range(qp.sizes.N):
+        if not all(np.isfinite(np.asarray(v[k], dtype=float)).all() for v in (qp.A, qp.B, qp.b)):
+            return f"stage {k}"
+    arrays = (qp.Q, qp.S, qp.R, qp.Q_N, qp.q, qp.r)
+    return None if all(np.isfinite(np.asarray(v, dtype=float)).all() for v in arrays if v is not None) \
+        else "the cost's expansion"
