@@ -21,6 +21,7 @@ if _PROGRAM:
     _interrupt.defer()
 
 import argparse  # noqa: E402 - after the deferral above, on purpose
+import atexit  # noqa: E402
 import contextlib  # noqa: E402
 import math  # noqa: E402
 import os  # noqa: E402
@@ -28,7 +29,7 @@ import time  # noqa: E402
 import warnings  # noqa: E402
 from collections.abc import Callable, Iterator, Sequence  # noqa: E402
 from pathlib import Path  # noqa: E402
-from typing import TYPE_CHECKING  # noqa: E402
+from typing import TYPE_CHECKING, NoReturn  # noqa: E402
 
 # Only light modules at import time: `main` takes over Ctrl-C first, then the
 # commands import CasADi, numpy and matplotlib (through the lazy package root
@@ -333,25 +334,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         owner = _interrupt.install()
         _interrupt.check()  # a Ctrl-C during the imports
-        return _run(argv)
+        code = _run(argv)
+        _interrupt.check()  # one that came at the very end (the files are installed): still 130
     except KeyboardInterrupt:
-        return _interrupted()
+        code = _interrupted()
     except BrokenPipeError:
         # The reader of stdout went away (`shooting-codegen list | head`):
         # not an error of ours; silence the interpreter's flush at exit too.
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 141
+        code = 141
     except BaseException as err:
         # A Ctrl-C that a C extension turned into its own error (CasADi's
         # SystemError from a DM -> numpy conversion, a RuntimeError) is still
         # an interruption, not a crash.
         if _interrupt.requested() or _caused_by_interrupt(err):
-            return _interrupted()
-        raise
+            code = _interrupted()
+        else:
+            raise
     finally:
-        if owner:
+        if owner and not _PROGRAM:
             _interrupt.uninstall()
+    if _PROGRAM:
+        _leave(code)
+    return code
 
 
 def _interrupted() -> int:
@@ -362,11 +368,29 @@ def _interrupted() -> int:
         # evaluation) can crash the interpreter's finalisation ("Fatal Python
         # error: PyThreadState_Get" was seen): our output is already complete
         # or absent and nothing else needs finalising, so leave at once.
+        _leave(130)
+    return 130
+
+
+def _leave(code: int) -> NoReturn:
+    """End the program now, with `code`, while Ctrl-C is only recorded.
+
+    The interpreter's finalisation restores SIGINT's default action (the
+    process would die of the signal: status -2, no message) and takes tenths
+    of a second: leaving with os._exit closes that window. The exit handlers
+    (temporary build folders) and the streams' flush run first, shielded.
+    """
+    with _interrupt.shielded():
+        with contextlib.suppress(Exception):
+            atexit._run_exitfuncs()
+        if code != 130 and _interrupt.requested():  # the last instants: the run is complete, still 130
+            _interrupt.acknowledge()
+            print("shooting-codegen: interrupted", file=sys.stderr)
+            code = 130
         with contextlib.suppress(Exception):
             sys.stdout.flush()
             sys.stderr.flush()
-        os._exit(130)
-    return 130
+        os._exit(code)
 
 
 def _run(argv: Sequence[str] | None) -> int:

@@ -152,7 +152,8 @@ def test_ctrl_c_during_the_imports(tmp_path):
     """
     first = max(0.1, 3 * _startup_seconds())
     for delay in np.linspace(first, first + 0.3, 13):
-        r = _interrupt_at(["controller", "--model", "pendulum"], tmp_path, float(delay))
+        # (a command that outlasts the window by seconds: the export with its check)
+        r = _interrupt_at(["controller", "--model", "pendulum", "--check"], tmp_path, float(delay))
         assert not r["finished_before"], r
         assert r["rc"] == 130 and r["err"] == "shooting-codegen: interrupted\n", r
         assert r["out"] is None and not r["orphans"], r
