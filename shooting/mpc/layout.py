@@ -4,9 +4,10 @@ One object, shared by the OCP, the real-time iteration and the controller
 export, so that none of them re-slices a vector by hand::
 
     w = [x_0, u_0, x_1, u_1, ..., x_{N-1}, u_{N-1}, x_N,        (interleaved: banded KKT matrix)
-         s_1, ..., s_N]                                          slacks of soft state bounds (ns each)
+         s_1, ..., s_N,                                          slacks of soft state bounds (ns each)
+         sh_0, ..., sh_{N-1}]                                    slacks of soft path constraints (nsh each)
     g = [x_0 - x0,                                               initial state   (nx)
-         x_1 - F(x_0, u_0), h(x_0, u_0),                         stage 0         (nx + nh)
+         x_1 - F(x_0, u_0), h(x_0, u_0) - [sh_0; 0],             stage 0         (nx + nh)
          ...,
          x_N - F(x_{N-1}, u_{N-1}), h(x_{N-1}, u_{N-1}),         stage N-1
          c(x_N),                                                 terminal        (nc)
@@ -61,6 +62,9 @@ class ShootingLayout:
     ns : int, default 0
         Softened state bounds: one slack per bounded state and stage 1..N
         (``x_min - s <= x <= x_max + s``, ``s >= 0``).
+    nsh : int, default 0
+        Softened path constraints: one slack per row for the first `nsh` of
+        the nh rows of every stage k < N (``h_i - sh_i <= 0``, ``sh >= 0``).
 
     Attributes
     ----------
@@ -77,6 +81,8 @@ class ShootingLayout:
     term_idx : ndarray of int, shape (nc,)
     s_idx : ndarray of int, shape (N, ns)
         Positions of the slacks of stages 1..N in `w`.
+    sh_idx : ndarray of int, shape (N, nsh)
+        Positions of the path constraints' slacks of stages 0..N-1 in `w`.
     soft_lo_idx, soft_hi_idx : ndarray of int, shape (N, ns)
         Rows ``x_k[j] + s_k >= x_min[j]`` and ``x_k[j] - s_k <= x_max[j]`` in `g`.
     n_g : int
@@ -91,6 +97,7 @@ class ShootingLayout:
     nh: int = 0
     nc: int = 0
     ns: int = 0
+    nsh: int = 0
     # Derived from the sizes above (which alone decide equality).
     x_idx: IntArray = field(init=False, repr=False, compare=False)
     u_idx: IntArray = field(init=False, repr=False, compare=False)
@@ -99,6 +106,7 @@ class ShootingLayout:
     path_idx: IntArray = field(init=False, repr=False, compare=False)
     term_idx: IntArray = field(init=False, repr=False, compare=False)
     s_idx: IntArray = field(init=False, repr=False, compare=False)
+    sh_idx: IntArray = field(init=False, repr=False, compare=False)
     soft_lo_idx: IntArray = field(init=False, repr=False, compare=False)
     soft_hi_idx: IntArray = field(init=False, repr=False, compare=False)
 
@@ -115,6 +123,8 @@ class ShootingLayout:
         put(self, "term_idx", nx + N * rows + np.arange(self.nc))
         ns = self.ns
         put(self, "s_idx", (N + 1) * nx + N * nu + np.arange(N)[:, None] * ns + np.arange(ns)[None, :])
+        put(self, "sh_idx", (N + 1) * nx + N * (nu + ns) + np.arange(N)[:, None] * self.nsh
+            + np.arange(self.nsh)[None, :])
         soft = nx + N * rows + self.nc + np.arange(N)[:, None] * 2 * ns + np.arange(ns)[None, :]
         put(self, "soft_lo_idx", soft)
         put(self, "soft_hi_idx", soft + ns)
@@ -122,8 +132,8 @@ class ShootingLayout:
     # ------------------------------------------------------------------ sizes
     @property
     def n_w(self) -> int:
-        """Length of the decision vector w: ``(N+1) nx + N nu + N ns``."""
-        return (self.horizon + 1) * self.nx + self.horizon * (self.nu + self.ns)
+        """Length of the decision vector w: ``(N+1) nx + N (nu + ns + nsh)``."""
+        return (self.horizon + 1) * self.nx + self.horizon * (self.nu + self.ns + self.nsh)
 
     @property
     def n_g(self) -> int:
@@ -136,13 +146,17 @@ class ShootingLayout:
         return self.nx + (self.horizon + 1) * self.nx + self.horizon * (self.nu + self.np) + 1 + self.nu
 
     # ------------------------------------------------------------ decision w
-    def pack_w(self, x: FloatArray, u: FloatArray, s: FloatArray | None = None) -> FloatArray:
-        """The decision vector of states `x` (N+1, nx), inputs `u` (N, nu) and slacks `s` (N, ns; default 0)."""
+    def pack_w(self, x: FloatArray, u: FloatArray, s: FloatArray | None = None,
+               sh: FloatArray | None = None) -> FloatArray:
+        """The decision vector of states `x` (N+1, nx), inputs `u` (N, nu), slacks `s` (N, ns) and path slacks
+        `sh` (N, nsh) (slacks default 0)."""
         w = np.zeros(self.n_w)
         w[self.x_idx] = x
         w[self.u_idx] = u
         if s is not None:
             w[self.s_idx] = s
+        if sh is not None:
+            w[self.sh_idx] = sh
         return w
 
     def unpack_w(self, w: FloatArray) -> tuple[FloatArray, FloatArray]:
@@ -239,6 +253,7 @@ class ShootingLayout:
         _shift_rows(out, self.x_idx)
         _shift_rows(out, self.u_idx)
         _shift_rows(out, self.s_idx)
+        _shift_rows(out, self.sh_idx)
         return out
 
     def shift_g(self, lam_g: FloatArray) -> FloatArray:

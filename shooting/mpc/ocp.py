@@ -111,6 +111,10 @@ class MultipleShootingOCP:
         bounds stay hard. A state outside its bounds then never makes the
         problem infeasible. The bounds of a model's algebraic states (on z at
         x_1..x_N) are softened the same way.
+    soft_path_constraints : bool, default False
+        Soft path constraints: ``h(x_k, u_k, p_k) <= s_k``, ``s_k >= 0``, one
+        slack per row and stage k < N, penalised as the state bounds' slacks
+        (terminal constraints stay hard).
     slack_l1, slack_l2 : float, default 1e3 and 1e2
         Weights of the slacks (non-negative, not both zero).
     hessian : {"exact", "gauss-newton"}, default "exact"
@@ -181,6 +185,7 @@ class MultipleShootingOCP:
         path_constraints: StageFunction | None = None,
         terminal_constraints: TerminalFunction | None = None,
         soft_x_bounds: bool = False,
+        soft_path_constraints: bool = False,
         slack_l1: float = 1e3,
         slack_l2: float = 1e2,
         hessian: Hessian = "exact",
@@ -195,7 +200,8 @@ class MultipleShootingOCP:
                                stage_cost=stage_cost, terminal_cost=terminal_cost),
             constraints=Constraints(x_min=x_min, x_max=x_max, u_min=u_min, u_max=u_max,
                                     path_constraints=path_constraints, terminal_constraints=terminal_constraints,
-                                    soft_x_bounds=soft_x_bounds, slack_l1=slack_l1, slack_l2=slack_l2),
+                                    soft_x_bounds=soft_x_bounds, soft_path_constraints=soft_path_constraints,
+                                    slack_l1=slack_l1, slack_l2=slack_l2),
             solver=SolverSettings(solver=solver, hessian=hessian, solver_options=solver_options, jit=jit,
                                   compile_nlp=compile_nlp),
         )
@@ -247,6 +253,7 @@ class MultipleShootingOCP:
         _validate.bounds(self.x_min, self.x_max, "x")
         _validate.bounds(self.u_min, self.u_max, "u")
         self.soft_x_bounds, self.slack_l1, self.slack_l2 = con.soft_x_bounds, con.slack_l1, con.slack_l2
+        self.soft_path_constraints = con.soft_path_constraints
         bounded = np.isfinite(self.x_min) | np.isfinite(self.x_max)
         self.soft_states = np.flatnonzero(bounded) if self.soft_x_bounds else np.zeros(0, dtype=int)
         z_bounded = np.isfinite(model.z_min) | np.isfinite(model.z_max)
@@ -289,7 +296,9 @@ class MultipleShootingOCP:
         Q, R, Qf = (ca.DM(M) for M in (self.Q, self.R, self.Q_terminal))
         cost: ca.SX = ca.SX(0)
         g = [X[0] - par["x0"]]
-        nh = 0
+        nh = nh_user = 0
+        H_user: list[ca.SX] = []  # the user's path rows per stage, before their slacks
+        Sh = ca.SX(0, N)  # their slacks (soft path constraints)
         for k in range(N):
             ex, eu = X[k] - xr[:, k], U[k] - ur[:, k]
             cost += ca.bilin(Q, ex, ex) + ca.bilin(R, eu, eu)
@@ -301,7 +310,14 @@ class MultipleShootingOCP:
             g.append(X[k + 1] - Xn[:, k])  # x_{k+1} - F(x_k, u_k): the sign fatrop expects
             rows = [] if self.soft_algebraic.size else algebraic_bound_rows(self.model, Zn[:, k])
             if con.path_constraints is not None:
-                rows.insert(0, _column(con.path_constraints(X[k], U[k], p[:, k]), "path_constraints"))
+                h_user = _column(con.path_constraints(X[k], U[k], p[:, k]), "path_constraints")
+                nh_user = h_user.numel()
+                H_user.append(h_user)
+                if self.soft_path_constraints:
+                    # Soft: h_i(x_k, u_k) - sh_k,i <= 0, sh >= 0, the slacks penalised as the state bounds'.
+                    Sh = ca.SX.sym("sh", nh_user, N) if k == 0 else Sh
+                    h_user = h_user - Sh[:, k]
+                rows.insert(0, h_user)
             if rows:
                 h = ca.vertcat(*rows)
                 nh = h.numel()
@@ -316,8 +332,10 @@ class MultipleShootingOCP:
             nc = c.numel()
             g.append(c)
 
+        nsh = nh_user if self.soft_path_constraints else 0
         self.layout = L = ShootingLayout(N, nx, self.nu, self.np, nh, nc,
-                                         self.soft_states.size + self.soft_algebraic.size)
+                                         self.soft_states.size + self.soft_algebraic.size, nsh)
+        H = ca.horzcat(*H_user) if H_user else ca.SX(0, N)
         if L.ns:
             # Soft state bounds (exact L1 plus L2 penalty on slacks s_k >= 0):
             # rows x_k[j] + s_k[j] >= x_min[j] and x_k[j] - s_k[j] <= x_max[j],
@@ -328,7 +346,11 @@ class MultipleShootingOCP:
                 xs = ca.vertcat(X[k + 1][self.soft_states.tolist()], Zn[self.soft_algebraic.tolist(), k])
                 g += [xs + S[:, k], xs - S[:, k]]
             cost += self.slack_l1 * ca.sum1(ca.vec(S)) + self.slack_l2 * ca.sumsqr(S)
+        if nsh:
+            w = ca.vertcat(w, ca.vec(Sh))
+            cost += self.slack_l1 * ca.sum1(ca.vec(Sh)) + self.slack_l2 * ca.sumsqr(Sh)
         self._nlp = {"x": w, "p": P, "f": cost, "g": ca.vertcat(*g)}
+        self._path_fn = ca.Function("path", [w, P], [H], ["w", "P"], ["h"])
         self._z_fn = ca.Function("z", [w, P], [Zn.T], ["w", "P"], ["z"])
         self._lbg, self._ubg = np.zeros(L.n_g), np.zeros(L.n_g)
         self._lbg[L.path_idx.ravel()] = -np.inf
@@ -369,6 +391,7 @@ class MultipleShootingOCP:
         lbx[L.x_idx[1:]], ubx[L.x_idx[1:]] = x_min, x_max
         lbx[L.u_idx], ubx[L.u_idx] = self.u_min, self.u_max
         lbx[L.s_idx] = 0.0
+        lbx[L.sh_idx] = 0.0
         return lbx, ubx
 
     def _gauss_newton_hessian(self) -> ca.Function:
@@ -559,4 +582,19 @@ class MultipleShootingOCP:
         P = self.parameters(np.asarray(x, dtype=float)[0], x_ref, u_ref, p, t0, u_prev)
         z = np.array(self._z_fn(self.layout.pack_w(x, u), P), dtype=float) if self.soft_algebraic.size else None
         w = self.layout.pack_w(x, u, self.minimal_slacks(x, z))
+        if self.layout.nsh:  # the soft path constraints' smallest slacks
+            w[self.layout.sh_idx] = np.maximum(0.0, np.array(self._path_fn(w, P), dtype=float).T)
         return float(self._cost_fn(w, P))
+
+    def path_values(self, x: FloatArray, u: FloatArray, *, p: object = None) -> FloatArray:
+        """The path constraints h(x_k, u_k, p_k) of a trajectory, shape (N, nh_user) (feasible: <= 0).
+
+        Parameters
+        ----------
+        x : ndarray, shape (N+1, nx)
+        u : ndarray, shape (N, nu)
+        p : array_like, shape (np,) or (N, np), optional
+        """
+        x, u = np.asarray(x, dtype=float), np.asarray(u, dtype=float)
+        P = self.parameters(x[0], p=p)
+        return np.array(self._path_fn(self.layout.pack_w(x, u), P), dtype=float).T

@@ -121,6 +121,10 @@ class Constraints:
         (one slack per bounded state and stage 1..N), so that a state outside
         its bounds (a disturbance, model mismatch) never makes the problem
         infeasible. Input bounds stay hard.
+    soft_path_constraints : bool, default False
+        Soften the path constraints the same way: ``h(x_k, u_k, p) <= s_k``,
+        ``s_k >= 0`` (one slack per row and stage, the same weights). Terminal
+        constraints stay hard.
     slack_l1, slack_l2 : float, default 1e3 and 1e2
         The slacks' cost ``slack_l1 * sum(s) + slack_l2 * sum(s^2)`` (exact
         penalty: with `slack_l1` above the bounds' multipliers the soft
@@ -141,16 +145,20 @@ class Constraints:
     path_constraints: StageFunction | None = None
     terminal_constraints: TerminalFunction | None = None
     soft_x_bounds: bool = False
+    soft_path_constraints: bool = False
     slack_l1: float = 1e3
     slack_l2: float = 1e2
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "soft_x_bounds", _validate.flag(self.soft_x_bounds, "soft_x_bounds"))
+        object.__setattr__(self, "soft_path_constraints", _validate.flag(self.soft_path_constraints,
+                                                                         "soft_path_constraints"))
         for name in ("slack_l1", "slack_l2"):
             object.__setattr__(self, name, _validate.real(getattr(self, name), name, minimum=0.0,
                                                           maximum=_validate.MAX_WEIGHT))
-        if self.soft_x_bounds and self.slack_l1 == 0 and self.slack_l2 == 0:
-            raise ValueError("soft_x_bounds with slack_l1 = slack_l2 = 0 leaves the slacks free (the bounds would "
+        if (self.soft_x_bounds or self.soft_path_constraints) and self.slack_l1 == 0 and self.slack_l2 == 0:
+            which = "soft_x_bounds" if self.soft_x_bounds else "soft_path_constraints"
+            raise ValueError(f"{which} with slack_l1 = slack_l2 = 0 leaves the slacks free (the constraints would "
                              "mean nothing): give slack_l1 > 0 and/or slack_l2 > 0")
         for name in ("x_min", "x_max", "u_min", "u_max"):
             value = getattr(self, name)

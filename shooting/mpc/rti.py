@@ -123,8 +123,9 @@ class RTIController:
         if np.isfinite(m.z_min).any() or np.isfinite(m.z_max).any():
             raise ValueError(f"RTIController does not impose the bounds on the algebraic states of model {m.name} "
                              f"(z_min/z_max): build the model without them, or use MPCController (IPOPT)")
-        if ocp.layout.nh or ocp.layout.nc:
-            raise ValueError("RTIController supports bounds only: drop path_constraints/terminal_constraints")
+        if (ocp.problem.constraints.path_constraints is not None or ocp.layout.nc) and qp_solver != "riccati-ipm":
+            raise ValueError(f"path and terminal constraints need qp_solver='riccati-ipm' (its general rows), "
+                             f"not {qp_solver!r}")
         self.ocp, self.model, self.dt = ocp, ocp.model, ocp.dt
         self.initialize_with_ipopt = _validate.flag(initialize_with_ipopt, "initialize_with_ipopt")
         self.cold_start_iterations = _validate.integer(cold_start_iterations, "cold_start_iterations", minimum=0,

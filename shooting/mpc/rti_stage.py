@@ -15,6 +15,11 @@ augmented with the previous input, x~_k = [x_k; u_{k-1}], so that it becomes
 a stage cost: x~_{k+1} = [A x + B u + b; u], Hxx += blkdiag(0, 2 Rd),
 Hux = [0, -2 Rd], Huu += 2 Rd, x~_0 = [x0; u_prev]. State bounds are soft
 (one slack per side, l1 s + l2 s^2) or hard; input bounds hard.
+
+Path constraints h(x, u, p) <= 0 become general rows linearised at the guess
+with their exact Jacobians, C_k x + D_k u <= C_k xb + D_k ub - h(xb, ub)
+(soft with `soft_path_constraints`, one slack per row); terminal constraints
+c(x_N, p) = 0 the terminal rows C_N x_N = C_N xb_N - c(xb_N) (hard: both sides).
 """
 
 from __future__ import annotations
@@ -29,9 +34,9 @@ import numpy.typing as npt
 from shooting.integrate.integrator import HOST_UNROLL_STEPS, build_integrator
 from shooting.mpc.ocp import MultipleShootingOCP
 from shooting.mpc.sqp import SQPStep
-from shooting.qp import StageQP, solve_stage_qp, stage_qp_objective
+from shooting.qp import StageQP, StageQPResult, solve_stage_qp, stage_qp_objective
 
-__all__ = ["StageQPBuilder"]
+__all__ = ["StageQPBuilder", "constraint_functions", "hard_multiplier", "nonfinite_where"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -71,6 +76,7 @@ class StageQPBuilder:
         self.linearise = ca.Function("rti_linearise", [Xb, Ub, Pm, t0], [Fn, A, B], ["xb", "ub", "p", "t0"],
                                       ["x_next", "A", "B"])
         self._extra = self._extra_cost_functions()
+        self._path, self._terminal = constraint_functions(ocp)
         self.rate = bool(ocp.R_delta.any())
         self.bounded = np.flatnonzero(np.isfinite(ocp.x_min) | np.isfinite(ocp.x_max))
 
@@ -92,6 +98,35 @@ class StageQPBuilder:
             H, g = ca.hessian(c, x)
             terminal = ca.Function("terminal_cost_expansion", [x, p], [H, g], ["x", "p"], ["Hxx", "gx"])
         return stage, terminal
+
+    def constraint_rows(self, xb: FloatArray, ub: FloatArray, p: FloatArray) -> dict[str, Any]:
+        """The QP's general rows at the guess: ``C``, ``D``, ``lg``, ``ug`` (N stages) and ``CN``, ``lgN``,
+        ``ugN``, with their soft flags (empty dict without path and terminal constraints)."""
+        ocp = self.ocp
+        N, nx, nu = ocp.horizon, ocp.nx, ocp.nu
+        kw: dict[str, Any] = {}
+        if self._path is not None:
+            h, Hx, Hu = (np.array(v, dtype=float) for v in self._path.map(N)(xb[:N].T, ub.T, p.T))
+            nh = h.shape[0]
+            C = Hx.reshape(nh, N, nx).transpose(1, 0, 2)
+            D = Hu.reshape(nh, N, nu).transpose(1, 0, 2)
+            ug = -h.T + np.einsum("kij,kj->ki", C, xb[:N]) + np.einsum("kij,kj->ki", D, ub)
+            kw.update(C=C, D=D, lg=np.full((N, nh), -np.inf), ug=ug,
+                      soft_g=[bool(ocp.soft_path_constraints)] * nh)
+        if self._terminal is not None:
+            c, Cx = (np.array(v, dtype=float) for v in self._terminal(xb[N], p[N - 1]))
+            rhs = -c.ravel() + Cx @ xb[N]
+            kw.update(CN=Cx, lgN=rhs, ugN=rhs.copy(), soft_gN=[False] * rhs.size)
+        return kw
+
+    def path_violations(self, x: FloatArray, u: FloatArray, p: FloatArray) -> tuple[FloatArray, FloatArray]:
+        """max(0, h(x_k, u_k)) per stage and row (N, nh) and |c(x_N)| (nc,) of a trajectory (empty without)."""
+        N = self.ocp.horizon
+        h = np.zeros((N, 0)) if self._path is None else \
+            np.maximum(0.0, np.array(self._path.map(N)(x[:N].T, u.T, p.T)[0], dtype=float).T)
+        c = np.zeros(0) if self._terminal is None else \
+            np.abs(np.array(self._terminal(x[N], p[N - 1])[0], dtype=float).ravel())
+        return h, c
 
     def build(self, xb: FloatArray, ub: FloatArray, x_ref: FloatArray, u_ref: FloatArray, p: FloatArray,
               t0: float, u_prev: FloatArray) -> StageQP:
@@ -139,9 +174,11 @@ class StageQPBuilder:
             Hxx[N] += hN
             q[N] += gN.ravel() - hN @ xb[N]
         soft = bool(ocp.soft_x_bounds)
+        slacks = soft or (self._path is not None and bool(ocp.soft_path_constraints))
         kw: dict[str, Any] = dict(lbu=ocp.u_min, ubu=ocp.u_max, idxbx=[int(i) for i in self.bounded],
                   lbx=ocp.x_min[self.bounded], ubx=ocp.x_max[self.bounded], soft_bx=[soft] * self.bounded.size,
-                  l1=float(ocp.slack_l1) if soft else 0.0, l2=float(ocp.slack_l2) if soft else 1.0)
+                  l1=float(ocp.slack_l1) if slacks else 0.0, l2=float(ocp.slack_l2) if slacks else 1.0)
+        kw.update(self.constraint_rows(xb, ub, p))
         if not self.rate:
             return StageQP(A=A, B=B, b=b, Q=Hxx[:N], S=Hux, R=Huu, Q_N=Hxx[N], q=q, r=r, x0=np.zeros(nx), **kw)
         return self._augmented(A, B, b, Hxx, Hux, Huu, q, r, kw)
@@ -162,6 +199,10 @@ class StageQPBuilder:
         Ha[:N, nx:, nx:] = Rd2
         Hua = np.concatenate([Hux, np.broadcast_to(-Rd2, (N, nu, nu))], axis=2)
         qa = np.concatenate([q, np.zeros((N + 1, nu))], axis=1)
+        if "C" in kw:
+            kw["C"] = np.concatenate([kw["C"], np.zeros((N, kw["C"].shape[1], nu))], axis=2)
+        if "CN" in kw:
+            kw["CN"] = np.concatenate([kw["CN"], np.zeros((kw["CN"].shape[0], nu))], axis=1)
         return StageQP(A=Aa, B=Ba, b=ba, Q=Ha[:N], S=Hua, R=Huu + Rd2, Q_N=Ha[N], q=qa, r=r, x0=np.zeros(n),
                        **kw)
 
@@ -179,13 +220,18 @@ class StageQPBuilder:
 
     def defects(self, x: FloatArray, u: FloatArray, p: FloatArray, t0: float) -> FloatArray:
         """A trajectory's violations: x_{k+1} - F(x_k, u_k) (N nx entries), then by how much it exceeds the
-        hard bounds (the inputs', and the states' unless soft), flat."""
+        hard bounds (the inputs', and the states' unless soft), the hard path constraints' max(0, h) and the
+        terminal constraints' |c|, flat."""
         ocp = self.ocp
         N = ocp.horizon
         Fn = np.array(self.linearise(x[:N].T, u.T, p.T, t0)[0], dtype=float)
         parts = [np.ravel(x[1:] - Fn.T), np.maximum(0.0, np.maximum(ocp.u_min - u, u - ocp.u_max)).ravel()]
         if not ocp.soft_x_bounds:
             parts.append(np.maximum(0.0, np.maximum(ocp.x_min - x[1:], x[1:] - ocp.x_max)).ravel())
+        h, c = self.path_violations(x, u, p)
+        if not ocp.soft_path_constraints:
+            parts.append(h.ravel())
+        parts.append(c)
         return np.concatenate(parts)
 
     def sqp_step(self, x: FloatArray, u: FloatArray, x_ref: FloatArray, u_ref: FloatArray, p: FloatArray,
@@ -202,7 +248,8 @@ class StageQPBuilder:
         if res.status != 0:
             return SQPStep(x, u, False, 0.0, 0.0, res.message)
         decrease = stage_qp_objective(qp, start, u) - stage_qp_objective(qp, res.x, res.u)
-        return SQPStep(res.x[:, :nx], res.u, True, decrease, float(np.abs(res.pi).max(initial=0.0)))
+        return SQPStep(res.x[:, :nx], res.u, True, decrease, max(float(np.abs(res.pi).max(initial=0.0)),
+                                                                 hard_multiplier(res, qp)))
 
 
 def nonfinite_where(qp: StageQP) -> str | None:
@@ -213,3 +260,45 @@ def nonfinite_where(qp: StageQP) -> str | None:
     arrays = (qp.Q, qp.S, qp.R, qp.Q_N, qp.q, qp.r)
     return None if all(np.isfinite(np.asarray(v, dtype=float)).all() for v in arrays if v is not None) \
         else "the cost's expansion"
+
+
+def hard_multiplier(res: StageQPResult, qp: StageQP) -> float:
+    """The largest multiplier of a hard inequality side (input bounds, hard state bounds and general rows,
+    terminal rows): with the dynamics' multipliers, what the l1 merit's weight must exceed."""
+    z = qp.sizes
+    N = z.N
+    lam = np.abs(np.asarray(res.lam, dtype=float))
+    a = 2 * N * z.nu
+    b = a + 2 * N * z.nbx
+    c = b + 2 * N * z.ng
+    parts = [lam[:a], lam[c:c + 2 * z.ngN]]
+    if not any(qp.soft_bx or []):
+        parts.append(lam[a:b])
+    if not any(qp.soft_g or []):
+        parts.append(lam[b:c])
+    return float(max((float(v.max(initial=0.0)) for v in parts), default=0.0))
+
+
+def constraint_functions(ocp: MultipleShootingOCP) -> tuple[ca.Function | None, ca.Function | None]:
+    """The OCP's path and terminal constraints with their exact Jacobians (SX, for the RTI and the C).
+
+    Returns
+    -------
+    path : casadi.Function or None
+        ``(x (nx), u (nu), p (np)) -> (h (nh), Hx (nh, nx), Hu (nh, nu))``.
+    terminal : casadi.Function or None
+        ``(x (nx), p (np)) -> (c (nc), Cx (nc, nx))``.
+    """
+    con = ocp.problem.constraints
+    nx, nu, npar = ocp.nx, ocp.nu, ocp.np
+    x, u, p = ca.SX.sym("x", nx), ca.SX.sym("u", nu), ca.SX.sym("p", npar)
+    path = terminal = None
+    if con.path_constraints is not None:
+        h = ca.SX(con.path_constraints(x, u, p))
+        path = ca.Function(f"{ocp.model.name}_path", [x, u, p], [h, ca.jacobian(h, x), ca.jacobian(h, u)],
+                           ["x", "u", "p"], ["h", "Hx", "Hu"])
+    if con.terminal_constraints is not None:
+        c = ca.SX(con.terminal_constraints(x, p))
+        terminal = ca.Function(f"{ocp.model.name}_terminal", [x, p], [c, ca.jacobian(c, x)], ["x", "p"],
+                               ["c", "Cx"])
+    return path, terminal
