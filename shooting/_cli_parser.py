@@ -191,6 +191,9 @@ def _add_controller(sub: "argparse._SubParsersAction[_Parser]") -> None:
     ctl.add_argument("--x0", metavar="V1,V2,...", help="initial state of the guess and of the check")
     ctl.add_argument("--hard-x-bounds", action="store_true",
                      help="hard state bounds (default: soft, with an L1 + L2 penalty on slacks)")
+    ctl.add_argument("--hard-path-constraints", action="store_true",
+                     help="hard path constraints of the scenario (default: soft, as the state bounds: a "
+                          "linearisation that cannot be met is then never an infeasible QP)")
     ctl.add_argument("--slack-l1", type=_nonnegative_float, help="L1 weight of the slacks (default 1e3)")
     ctl.add_argument("--slack-l2", type=_positive_float, help="L2 weight of the slacks (default 1e2)")
     ctl.add_argument("--real", choices=REALS, default="double")

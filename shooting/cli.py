@@ -276,6 +276,10 @@ def _run_controller(args: argparse.Namespace) -> int:
     model_args = _model_args(args.model_arg)
     model = shooting.load_model(args.model, **model_args)
     scenario = _scenario(args, model, {"soft_x_bounds": not args.hard_x_bounds}, ("slack_l1", "slack_l2"))
+    has_path = scenario.problem.constraints.path_constraints is not None
+    _refuse_ineffective([("--hard-path-constraints", args.hard_path_constraints and not has_path,
+                          f"here: the scenario of {model.name} has no path constraints", "add path_constraints")])
+    scenario = scenario.with_changes(soft_path_constraints=has_path and not args.hard_path_constraints)
     progress(f"building the OCP of {model.name} (N = {scenario.problem.horizon}, dt = {scenario.problem.dt:g})")
     ocp = shooting.build_ocp(scenario, model)
     bounded = any(math.isfinite(v) for v in [*ocp.x_min, *ocp.x_max])

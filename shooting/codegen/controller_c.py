@@ -34,6 +34,7 @@ from shooting.codegen.templates import render
 from shooting.integrate.integrator import build_integrator
 from shooting.model import Model
 from shooting.mpc.ocp import MultipleShootingOCP
+from shooting.mpc.rti_stage import constraint_functions
 from shooting.mpc.sqp import ARMIJO, COLD_START_ITERATIONS, MAX_SQP_ITERATIONS, MIN_STEP, SQP_ROUNDING, SQP_TOLERANCES
 from shooting.options import REALS, Real
 from shooting.qp import OCP_QP_TOLERANCES, OCPQPSizes
@@ -101,6 +102,11 @@ class ControllerSpec:
         The trajectory guess `init` starts from.
     guess_origin : str
         How the guess was obtained, for the header.
+    path, terminal : casadi.Function or None
+        The path constraints h(x, u, p) <= 0 and terminal constraints c(x, p) = 0 with their Jacobians
+        (`shooting.mpc.rti_stage.constraint_functions`).
+    soft_path : bool
+        Soft path constraints (one slack per row and stage, the state bounds' weights).
     """
 
     model: Model
@@ -128,6 +134,9 @@ class ControllerSpec:
     u_guess: FloatArray
     guess_origin: str
     extra: dict[str, Any] = field(default_factory=dict)
+    path: ca.Function | None = None
+    terminal: ca.Function | None = None
+    soft_path: bool = False
 
     @property
     def rate(self) -> bool:
@@ -138,7 +147,18 @@ class ControllerSpec:
     def sizes(self) -> OCPQPSizes:
         """The stage-wise QP's sizes (the state augmented under a rate penalty)."""
         nx, nu = self.model.nx, self.model.nu
-        return OCPQPSizes(self.horizon, nx + (nu if self.rate else 0), nu, int(self.bounded.size))
+        return OCPQPSizes(self.horizon, nx + (nu if self.rate else 0), nu, int(self.bounded.size), self.ng,
+                          self.ngN)
+
+    @property
+    def ng(self) -> int:
+        """Path constraint rows per stage k < N."""
+        return 0 if self.path is None else int(self.path.size1_out(0))
+
+    @property
+    def ngN(self) -> int:
+        """Terminal constraint rows."""
+        return 0 if self.terminal is None else int(self.terminal.size1_out(0))
 
     @property
     def nv(self) -> int:
@@ -177,13 +197,11 @@ def controller_spec(ocp: MultipleShootingOCP, *, x0: object = None, guess: tuple
     """
     if not isinstance(ocp, MultipleShootingOCP):
         raise ValueError(f"ocp must be a shooting.MultipleShootingOCP, got {type(ocp).__name__}")
-    cost, con = ocp.problem.cost, ocp.problem.constraints
-    unsupported = [name for name, value in (("path_constraints", con.path_constraints),
-                                            ("terminal_constraints", con.terminal_constraints),
-                                            ("stage_cost", cost.stage_cost), ("terminal_cost", cost.terminal_cost))
+    cost = ocp.problem.cost
+    unsupported = [name for name, value in (("stage_cost", cost.stage_cost), ("terminal_cost", cost.terminal_cost))
                    if value is not None]
     if unsupported:
-        raise ValueError(f"the C controller solves the quadratic tracking problem with bounds only: drop "
+        raise ValueError(f"the C controller's cost is the quadratic tracking cost: drop "
                          f"{', '.join(unsupported)} (or run RTIController in Python)")
     if ocp.model.nz:
         raise ValueError(f"model {ocp.model.name} has algebraic states, which the C controller does not take yet: "
@@ -212,6 +230,7 @@ def controller_spec(ocp: MultipleShootingOCP, *, x0: object = None, guess: tuple
         origin = "a trajectory given to export_controller"
     bounded = np.flatnonzero(np.isfinite(ocp.x_min) | np.isfinite(ocp.x_max))
     step = build_integrator(model, ocp.method, ocp.steps, "forward", name=f"{model.name}_mpc_step")
+    path, terminal = constraint_functions(ocp)
     return ControllerSpec(
         model=model, step=step, horizon=ocp.horizon, dt=float(ocp.dt),
         method=ocp.problem.tableau.name or "custom tableau", steps=int(ocp.steps),
@@ -221,6 +240,7 @@ def controller_spec(ocp: MultipleShootingOCP, *, x0: object = None, guess: tuple
         x_min=ocp.x_min[bounded].copy(), x_max=ocp.x_max[bounded].copy(), soft=bool(ocp.soft_x_bounds),
         slack_l1=float(ocp.slack_l1), slack_l2=float(ocp.slack_l2), p0=model.p0.copy(),
         x_guess=np.asarray(x_guess, dtype=float), u_guess=np.asarray(u_guess, dtype=float), guess_origin=origin,
+        path=path, terminal=terminal, soft_path=bool(ocp.soft_path_constraints) and path is not None,
     )
 
 
@@ -290,15 +310,22 @@ def generate_controller(spec: ControllerSpec, name: str, *, real: Real = "double
     tol = OCP_QP_TOLERANCES[real]
     nb = z.nbx
     weights = _qp_weights(spec)
+    N, ng, ngN = spec.horizon, z.ng, z.ngN
     values = dict(
         name=name, NAME=name.upper(), version=VERSION, NX=model.nx, NU=model.nu, NP=model.np,
-        NP_1=max(model.np, 1), N=spec.horizon, nv=spec.nv, max_iter=MAX_QP_ITERATIONS, NXQ=z.nx, NBX=nb,
-        NXQ_RATE=(spec.horizon + 1) * z.nx if spec.rate else 1,
+        NP_1=max(model.np, 1), N=N, nv=spec.nv, max_iter=MAX_QP_ITERATIONS, NXQ=z.nx, NBX=nb,
+        NXQ_RATE=(N + 1) * z.nx if spec.rate else 1, CG_LEN=max(N * ng * z.nx, 1), DG_LEN=max(N * ng * z.nu, 1),
+        G_LEN=max(N * ng, 1), CN_LEN=max(ngN * z.nx, 1), GN_LEN=max(ngN, 1),
     )
+    path = emitter.add(spec.path) if spec.path is not None else "no_path"
+    terminal = emitter.add(spec.terminal) if spec.terminal is not None else "no_terminal"
     inf = np.inf
     source = render(
         "mpc.c.in", **{k: values[k] for k in ("name", "NAME", "version", "NX", "NU", "NP", "NP_1", "N", "NXQ",
-                                              "NBX")},
+                                              "NBX", "G_LEN")},
+        NG=ng, NGN=ngN, NG_1=max(ng, 1), NGN_1=max(ngN, 1), path=path, terminal=terminal,
+        soft_g=", ".join(["1" if spec.soft_path else "0"] * max(ng, 1)), soft_g_flag=1 if spec.soft_path else 0,
+        soft_bx_flag=1 if spec.soft else 0,
         NBX_1=max(nb, 1), rate=1 if spec.rate else 0, n_out=spec.step.n_out(), warm_start=WARM_START,
         **{key: _column_major(M, real) for key, M in weights.items()},
         Qx2=_column_major(2 * spec.Q, real), QN2=_column_major(2 * spec.Q_terminal, real),
@@ -310,7 +337,7 @@ def generate_controller(spec: ControllerSpec, name: str, *, real: Real = "double
         x_ref0=_values(spec.x_ref, real), u_ref0=_values(spec.u_ref, real),
         p0=_values(spec.p0 if model.np else [0.0], real), x_guess=_values(spec.x_guess, real),
         u_guess=_values(spec.u_guess, real), dt=literal(spec.dt, real), l1=literal(spec.slack_l1, real),
-        l2=literal(spec.slack_l2 if spec.soft else 1.0, real),
+        l2=literal(spec.slack_l2 if spec.soft or spec.soft_path else 1.0, real),
         tol_stat=literal(tol["tol_stat"], real), tol_eq=literal(tol["tol_eq"], real),
         tol_mu=literal(tol["tol_mu"], real),
         functions=emitter.source() + "\n" + qp.functions, body=body, value=value, n_value_out=plain.n_out(),

@@ -295,10 +295,12 @@ def constraint_functions(ocp: MultipleShootingOCP) -> tuple[ca.Function | None, 
     path = terminal = None
     if con.path_constraints is not None:
         h = ca.SX(con.path_constraints(x, u, p))
-        path = ca.Function(f"{ocp.model.name}_path", [x, u, p], [h, ca.jacobian(h, x), ca.jacobian(h, u)],
+        path = ca.Function(f"{ocp.model.name}_path", [x, u, p],
+                           [ca.densify(h), ca.densify(ca.jacobian(h, x)), ca.densify(ca.jacobian(h, u))],
                            ["x", "u", "p"], ["h", "Hx", "Hu"])
     if con.terminal_constraints is not None:
         c = ca.SX(con.terminal_constraints(x, p))
-        terminal = ca.Function(f"{ocp.model.name}_terminal", [x, p], [c, ca.jacobian(c, x)], ["x", "p"],
+        terminal = ca.Function(f"{ocp.model.name}_terminal", [x, p], [ca.densify(c), ca.densify(ca.jacobian(c, x))],
+                               ["x", "p"],
                                ["c", "Cx"])
     return path, terminal
