@@ -329,6 +329,7 @@ _SHIM = """\
 int shim_status(const {stem}_mem* m) {{ return m->status; }}
 int shim_qp_iterations(const {stem}_mem* m) {{ return m->qp_iterations; }}
 int shim_sqp_iterations(const {stem}_mem* m) {{ return m->sqp_iterations; }}
+int shim_cold(const {stem}_mem* m) {{ return m->cold; }}
 double shim_sqp_step(const {stem}_mem* m) {{ return (double)m->sqp_step; }}
 double shim_sqp_defect(const {stem}_mem* m) {{ return (double)m->sqp_defect; }}
 {name}_real* shim_x({stem}_mem* m) {{ return m->x; }}
@@ -429,7 +430,8 @@ class HostController:
             raise ValueError(f"{source} does not define the functions of a controller export ({err}): export "
                              f"again") from None
         for fname, restype in (("shim_status", ctypes.c_int), ("shim_qp_iterations", ctypes.c_int),
-                               ("shim_sqp_iterations", ctypes.c_int), ("shim_sqp_step", ctypes.c_double),
+                               ("shim_sqp_iterations", ctypes.c_int), ("shim_cold", ctypes.c_int),
+                               ("shim_sqp_step", ctypes.c_double),
                                ("shim_sqp_defect", ctypes.c_double), ("shim_x", vp), ("shim_u", vp)):
             getattr(lib, fname).restype = restype
             getattr(lib, fname).argtypes = [vp]
@@ -533,7 +535,7 @@ class HostController:
         Returns
         -------
         ControlStep
-            ``status`` is the C's status in words; ``iterations`` the QP's.
+            ``status`` is the C's status in words; ``iterations`` the QP's (a cold start's: the SQP's).
         """
         xv = _validate.vector(x, self.model.nx, "x", broadcast=False)
         if not self._started:
@@ -543,6 +545,7 @@ class HostController:
             self.preparation_times.append(time.perf_counter() - t0)
             self._started = True
         self._xbuf[:] = xv
+        cold = bool(self._lib.shim_cold(self._mem))  # (this feedback iterates to convergence: SQP)
         t0 = time.perf_counter()
         status = self._call("feedback", self._xbuf.ctypes.data, self._ubuf.ctypes.data)
         feedback = time.perf_counter() - t0
@@ -550,7 +553,7 @@ class HostController:
         nx, nu = self.model.nx, self.model.nu
         self.x_pred = self._x_mem.astype(np.float64).reshape(self.horizon + 1, nx)
         self.u_pred = self._u_mem.astype(np.float64).reshape(self.horizon, nu)
-        iterations = int(self._lib.shim_qp_iterations(self._mem))
+        iterations = int(self._lib.shim_sqp_iterations(self._mem) if cold else self._lib.shim_qp_iterations(self._mem))
         t0 = time.perf_counter()
         self._call("shift")
         self._call("prepare")
