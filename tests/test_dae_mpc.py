@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import shooting
-from shooting.codegen import export_controller
+from shooting.cli import main
+from shooting.codegen import export_controller, load_controller, toolchain
 
 
 def _reduced(m: shooting.Model) -> shooting.Model:
@@ -75,10 +76,35 @@ def test_closed_loop_with_dae_plant_and_controllers(dip):
     assert np.abs(r.u - s.u).max() < 1e-6 and np.abs(r.x - s.x).max() < 1e-8
 
 
-def test_c_controller_refuses_algebraic_states(dip, tmp_path):
-    with pytest.raises(ValueError, match="algebraic states"):
-        export_controller(_ocp(dip), tmp_path / "c")
+@pytest.mark.skipif(not toolchain.have_host_compiler(), reason="needs gcc")
+def test_c_controller_on_the_dae_equals_the_one_on_the_reduced_ode(dip, tmp_path):
+    """The C controller takes algebraic states (its step's A and B eliminate z): its closed loop on the DAE
+    equals the C controller's on the reduced ODE (an independent formulation) to the QPs' accuracy."""
+    red = _reduced(dip)
+    x0 = [0.0, 0.1, -0.05, 0.0, 0.0, 0.0]
+    assert export_controller(_ocp(dip), tmp_path / "dae", x0=x0).ok
+    assert export_controller(_ocp(red), tmp_path / "ode", x0=x0).ok
+    a = shooting.simulate_closed_loop(load_controller(tmp_path / "dae"), x0, 25, progress=False)
+    b = shooting.simulate_closed_loop(load_controller(tmp_path / "ode", model=red), x0, 25, plant=red,
+                                      progress=False)
+    assert a.success.all() and b.success.all()
+    assert np.abs(a.u - b.u).max() < 1e-6 and np.abs(a.x - b.x).max() < 1e-8
+
+
+def test_c_controller_refuses_bounds_on_algebraic_states(dip, tmp_path):
+    bounded = shooting.Model("dip", dip.x, dip.u, dip.xdot, z=dip.z, alg=dip.alg, z0=dip.z0, x0=dip.x0,
+                             u_min=dip.u_min, u_max=dip.u_max, z_min=[-1.0, -np.inf, -np.inf], dt=dip.dt)
+    with pytest.raises(ValueError, match="algebraic states.*z_min/z_max"):
+        export_controller(_ocp(bounded), tmp_path / "c")
     assert not (tmp_path / "c").exists()
+
+
+@pytest.mark.skipif(not toolchain.have_host_compiler(), reason="needs gcc")
+@pytest.mark.parametrize("real", ["double", "float"])
+def test_cli_controller_for_the_dae_built_in_passes_its_check(real, tmp_path):
+    status = main(["controller", "--model", "dip", "--real", real, "--check", "--out", str(tmp_path / "c"), "-q",
+                   "--no-lint"])
+    assert status == 0 and (tmp_path / "c" / "dip_mpc.c").is_file()
 
 
 def test_unconverged_algebraic_solve_is_reported_not_hidden():

@@ -203,9 +203,10 @@ def controller_spec(ocp: MultipleShootingOCP, *, x0: object = None, guess: tuple
     if unsupported:
         raise ValueError(f"the C controller's cost is the quadratic tracking cost: drop "
                          f"{', '.join(unsupported)} (or run RTIController in Python)")
-    if ocp.model.nz:
-        raise ValueError(f"model {ocp.model.name} has algebraic states, which the C controller does not take yet: "
-                         f"export its integrator (shooting-codegen integrator) or run RTIController in Python")
+    m = ocp.model
+    if m.nz and (np.isfinite(m.z_min).any() or np.isfinite(m.z_max).any()):
+        raise ValueError(f"the C controller does not impose the bounds on the algebraic states of model {m.name} "
+                         f"(z_min/z_max): build the model without them, or use MPCController (IPOPT)")
     Ru = ocp.R + ocp.R_delta
     if np.linalg.eigvalsh(Ru).min() <= 1e-12 * max(1.0, float(np.abs(Ru).max())):
         raise ValueError("R + R_delta must be positive definite for the C controller (each stage's QP must be "
@@ -323,6 +324,7 @@ def generate_controller(spec: ControllerSpec, name: str, *, real: Real = "double
     source = render(
         "mpc.c.in", **{k: values[k] for k in ("name", "NAME", "version", "NX", "NU", "NP", "NP_1", "N", "NXQ",
                                               "NBX", "G_LEN")},
+        NZ=model.nz, NZ_1=max(model.nz, 1), z0=_values(model.z0 if model.nz else [0.0], real),
         NG=ng, NGN=ngN, NG_1=max(ng, 1), NGN_1=max(ngN, 1), path=path, terminal=terminal,
         soft_g=", ".join(["1" if spec.soft_path else "0"] * max(ng, 1)), soft_g_flag=1 if spec.soft_path else 0,
         soft_bx_flag=1 if spec.soft else 0,

@@ -206,7 +206,8 @@ def input_tolerance(ocp: MultipleShootingOCP, spec: ControllerSpec, x0: FloatArr
                lambda a, b: ocp.cost(a, b), lambda a, b: builder.defects(a, b, d["p"], 0.0),
                max_iter=COLD_START_ITERATIONS)
     cast = np.float32 if real == "float" else np.float64
-    vectors = [[np.asarray(v, dtype=cast).astype(float) for v in (xg[k], ug[k], spec.p0, k * spec.dt, spec.dt)]
+    z0 = (spec.model.z0,) if spec.model.nz else ()  # (a DAE's step: Newton from the model's z0)
+    vectors = [[np.asarray(v, dtype=cast).astype(float) for v in (xg[k], ug[k], spec.p0, k * spec.dt, spec.dt, *z0)]
                for k in range(N)]
     spread = rounding_spread(spec.step, vectors, real, elementwise=True)
     u = UNIT_ROUNDOFF[real]
@@ -266,6 +267,7 @@ _BOARD_MAIN = """\
 {systick}
 static const double x_init[{nx}] = {{{x0}}};
 static const double p_plant[{np1}] = {{{p}}};
+static double z_plant[{nz1}] = {{{z0}}};  /* a DAE plant's algebraic states: consistent at x0, then warm */
 
 int main(void) {{
   {stem}_mem* mem = {stem}_default();
@@ -290,7 +292,7 @@ int main(void) {{
     printf("k %d %d %d %u %u", k, st, mem->qp_iterations, fb, prep);
     for (i = 0; i < {nu}; ++i) {{ ud[i] = (double)u[i]; printf(" %.17g", ud[i]); }}
     printf("\\n");
-    if (shooting_plant_step(x, ud, p_plant, {dt} * k, {dt}, xn, 0, 0)) return 4;
+    if (shooting_plant_step(x, ud, p_plant, {dt} * k, {dt}, {plant_z}xn, 0, 0{plant_z_out})) return 4;
     for (i = 0; i < {nx}; ++i) x[i] = xn[i];
     printf("x");
     for (i = 0; i < {nx}; ++i) printf(" %.17g", x[i]);
@@ -311,12 +313,15 @@ def board_loop(export: CExport, spec: ControllerSpec, x0: FloatArray, steps: int
     """
     model = spec.model
     plant = build_integrator(model, PLANT_METHOD, PLANT_STEPS, "none", name="shooting_plant")
+    z_start = model.consistent_z(x0, model.u0, model.p0) if model.nz else np.zeros(0)  # (as the host's plant)
     plant_c = generate_c(plant, "shooting_plant", real="double")
     stem = export.name
     main = _BOARD_MAIN.format(
         stem=stem, name=stem[:-len("_mpc")], systick=qemu_mps2.SYSTICK_C, nx=model.nx, nu=model.nu,
         np1=max(model.np, 1), x0=", ".join(repr(float(v)) for v in x0),
-        p=", ".join(repr(float(v)) for v in model.p0) or "0.0", steps=steps, dt=literal(spec.dt, "double"))
+        p=", ".join(repr(float(v)) for v in model.p0) or "0.0", steps=steps, dt=literal(spec.dt, "double"),
+        nz1=max(model.nz, 1), z0=", ".join(repr(float(v)) for v in z_start) or "0.0",
+        plant_z="z_plant, " if model.nz else "", plant_z_out=", z_plant" if model.nz else "")
     with tempfile.TemporaryDirectory(prefix="shooting_ctl_m4_") as tmp:
         d = Path(tmp)
         _write(export, d)
