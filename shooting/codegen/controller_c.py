@@ -33,8 +33,9 @@ from shooting.codegen.ocp_qp import ocp_qp_source
 from shooting.codegen.templates import render
 from shooting.integrate.integrator import build_integrator
 from shooting.model import Model
+from shooting.mpc.costs import CONVEXIFY_TAU
 from shooting.mpc.ocp import MultipleShootingOCP
-from shooting.mpc.rti_stage import constraint_functions
+from shooting.mpc.rti_stage import constraint_functions, cost_expansions, cost_values
 from shooting.mpc.sqp import ARMIJO, COLD_START_ITERATIONS, MAX_SQP_ITERATIONS, MIN_STEP, SQP_ROUNDING, SQP_TOLERANCES
 from shooting.options import REALS, Real
 from shooting.qp import OCP_QP_TOLERANCES, OCPQPSizes
@@ -107,6 +108,10 @@ class ControllerSpec:
         (`shooting.mpc.rti_stage.constraint_functions`).
     soft_path : bool
         Soft path constraints (one slack per row and stage, the state bounds' weights).
+    cost_model, cost_model_n : casadi.Function or None
+        The ``stage_cost``/``terminal_cost`` QP models (`shooting.mpc.rti_stage.cost_expansions`).
+    cost_value, cost_value_n : casadi.Function or None
+        Their values, for the SQP's merit function.
     """
 
     model: Model
@@ -137,6 +142,10 @@ class ControllerSpec:
     path: ca.Function | None = None
     terminal: ca.Function | None = None
     soft_path: bool = False
+    cost_model: ca.Function | None = None
+    cost_model_n: ca.Function | None = None
+    cost_value: ca.Function | None = None
+    cost_value_n: ca.Function | None = None
 
     @property
     def rate(self) -> bool:
@@ -197,12 +206,6 @@ def controller_spec(ocp: MultipleShootingOCP, *, x0: object = None, guess: tuple
     """
     if not isinstance(ocp, MultipleShootingOCP):
         raise ValueError(f"ocp must be a shooting.MultipleShootingOCP, got {type(ocp).__name__}")
-    cost = ocp.problem.cost
-    unsupported = [name for name, value in (("stage_cost", cost.stage_cost), ("terminal_cost", cost.terminal_cost))
-                   if value is not None]
-    if unsupported:
-        raise ValueError(f"the C controller's cost is the quadratic tracking cost: drop "
-                         f"{', '.join(unsupported)} (or run RTIController in Python)")
     m = ocp.model
     if m.nz and (np.isfinite(m.z_min).any() or np.isfinite(m.z_max).any()):
         raise ValueError(f"the C controller does not impose the bounds on the algebraic states of model {m.name} "
@@ -232,6 +235,8 @@ def controller_spec(ocp: MultipleShootingOCP, *, x0: object = None, guess: tuple
     bounded = np.flatnonzero(np.isfinite(ocp.x_min) | np.isfinite(ocp.x_max))
     step = build_integrator(model, ocp.method, ocp.steps, "forward", name=f"{model.name}_mpc_step")
     path, terminal = constraint_functions(ocp)
+    cost_model, cost_model_n = cost_expansions(ocp)
+    cost_value, cost_value_n = cost_values(ocp)
     return ControllerSpec(
         model=model, step=step, horizon=ocp.horizon, dt=float(ocp.dt),
         method=ocp.problem.tableau.name or "custom tableau", steps=int(ocp.steps),
@@ -242,6 +247,7 @@ def controller_spec(ocp: MultipleShootingOCP, *, x0: object = None, guess: tuple
         slack_l1=float(ocp.slack_l1), slack_l2=float(ocp.slack_l2), p0=model.p0.copy(),
         x_guess=np.asarray(x_guess, dtype=float), u_guess=np.asarray(u_guess, dtype=float), guess_origin=origin,
         path=path, terminal=terminal, soft_path=bool(ocp.soft_path_constraints) and path is not None,
+        cost_model=cost_model, cost_model_n=cost_model_n, cost_value=cost_value, cost_value_n=cost_value_n,
     )
 
 
@@ -318,14 +324,20 @@ def generate_controller(spec: ControllerSpec, name: str, *, real: Real = "double
         NXQ_RATE=(N + 1) * z.nx if spec.rate else 1, CG_LEN=max(N * ng * z.nx, 1), DG_LEN=max(N * ng * z.nu, 1),
         G_LEN=max(N * ng, 1), CN_LEN=max(ngN * z.nx, 1), GN_LEN=max(ngN, 1),
     )
-    path = emitter.add(spec.path) if spec.path is not None else "no_path"
-    terminal = emitter.add(spec.terminal) if spec.terminal is not None else "no_terminal"
+    fn = {key: emitter.add(f) if f is not None else f"no_{key}" for key, f in (
+        ("path", spec.path), ("terminal", spec.terminal), ("cost_model", spec.cost_model),
+        ("cost_model_n", spec.cost_model_n), ("cost_value", spec.cost_value), ("cost_value_n", spec.cost_value_n))}
+    cost, cost_n = spec.cost_model is not None, spec.cost_model_n is not None
+    values.update(HK_LEN=N * z.nx * z.nx if cost else 1, SK_LEN=N * z.nu * z.nx if cost else 1,
+                  RK_LEN=N * z.nu * z.nu if cost else 1, HNK_LEN=z.nx * z.nx if cost_n else 1,
+                  QK_LEN=(N + 1) * z.nx if cost or cost_n else 1, RKG_LEN=N * z.nu if cost or cost_n else 1)
     inf = np.inf
     source = render(
         "mpc.c.in", **{k: values[k] for k in ("name", "NAME", "version", "NX", "NU", "NP", "NP_1", "N", "NXQ",
                                               "NBX", "G_LEN")},
         NZ=model.nz, NZ_1=max(model.nz, 1), z0=_values(model.z0 if model.nz else [0.0], real),
-        NG=ng, NGN=ngN, NG_1=max(ng, 1), NGN_1=max(ngN, 1), path=path, terminal=terminal,
+        NG=ng, NGN=ngN, NG_1=max(ng, 1), NGN_1=max(ngN, 1), **fn, has_cost=int(cost), has_cost_n=int(cost_n),
+        convex_tau=literal(CONVEXIFY_TAU[real], real), fs="f" if real == "float" else "",
         soft_g=", ".join(["1" if spec.soft_path else "0"] * max(ng, 1)), soft_g_flag=1 if spec.soft_path else 0,
         soft_bx_flag=1 if spec.soft else 0,
         NBX_1=max(nb, 1), rate=1 if spec.rate else 0, n_out=spec.step.n_out(), warm_start=WARM_START,

@@ -7,6 +7,7 @@ constraint and parameter vectors) shared by the OCP and the RTI.
 
 from shooting._validate import ReferenceBeyondBoundsWarning
 from shooting.mpc.controllers import Controller, ControlStep, MPCController, StageData, sample_horizon
+from shooting.mpc.costs import LeastSquares, least_squares
 from shooting.mpc.layout import ShootingLayout
 from shooting.mpc.ocp import MultipleShootingOCP, OCPSolution
 from shooting.mpc.problem import Constraints, OCPProblem, QuadraticCost, SolverSettings
@@ -21,6 +22,7 @@ __all__ = [
     "Constraints",
     "ControlStep",
     "Controller",
+    "LeastSquares",
     "MPCController",
     "MultipleShootingOCP",
     "OCPProblem",
@@ -36,6 +38,7 @@ __all__ = [
     "Trajectory",
     "build_ocp",
     "default_scenario",
+    "least_squares",
     "named_scenario",
     "run_scenario",
     "sample_horizon",

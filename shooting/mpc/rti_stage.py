@@ -32,11 +32,13 @@ import numpy as np
 import numpy.typing as npt
 
 from shooting.integrate.integrator import HOST_UNROLL_STEPS, build_integrator
+from shooting.mpc.costs import convexify, expansion
 from shooting.mpc.ocp import MultipleShootingOCP
 from shooting.mpc.sqp import SQPStep
 from shooting.qp import StageQP, StageQPResult, solve_stage_qp, stage_qp_objective
 
-__all__ = ["StageQPBuilder", "constraint_functions", "hard_multiplier", "nonfinite_where"]
+__all__ = ["StageQPBuilder", "constraint_functions", "cost_expansions", "cost_values", "hard_multiplier",
+           "nonfinite_where"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -81,23 +83,9 @@ class StageQPBuilder:
         self.bounded = np.flatnonzero(np.isfinite(ocp.x_min) | np.isfinite(ocp.x_max))
 
     def _extra_cost_functions(self) -> tuple[ca.Function | None, ca.Function | None]:
-        """(stage, terminal): (x, u, p) -> (Hxx, Hux, Huu, gx, gu) and (x, p) -> (Hxx, gx) of the extra costs."""
-        ocp = self.ocp
-        cost = ocp.problem.cost
-        nx, nu, npar = ocp.nx, ocp.nu, ocp.np
-        x, u, p = ca.SX.sym("x", nx), ca.SX.sym("u", nu), ca.SX.sym("p", npar)
-        stage = terminal = None
-        if cost.stage_cost is not None:
-            c = cost.stage_cost(x, u, p)
-            H, g = ca.hessian(c, ca.vertcat(x, u))
-            stage = ca.Function("stage_cost_expansion", [x, u, p], [H[:nx, :nx], H[nx:, :nx], H[nx:, nx:],
-                                                                     g[:nx], g[nx:]],
-                                ["x", "u", "p"], ["Hxx", "Hux", "Huu", "gx", "gu"])
-        if cost.terminal_cost is not None:
-            c = cost.terminal_cost(x, p)
-            H, g = ca.hessian(c, x)
-            terminal = ca.Function("terminal_cost_expansion", [x, p], [H, g], ["x", "p"], ["Hxx", "gx"])
-        return stage, terminal
+        """(stage, terminal): (x, u, p) -> (Hxx, Hux, Huu, gx, gu) and (x, p) -> (Hxx, gx) of the extra costs
+        (`shooting.mpc.costs.expansion`: Gauss-Newton for a `LeastSquares`, else the exact Hessian)."""
+        return cost_expansions(self.ocp)
 
     def constraint_rows(self, xb: FloatArray, ub: FloatArray, p: FloatArray) -> dict[str, Any]:
         """The QP's general rows at the guess: ``C``, ``D``, ``lg``, ``ug`` (N stages) and ``CN``, ``lgN``,
@@ -159,20 +147,26 @@ class StageQPBuilder:
         r = -np.einsum("ij,kj->ki", R2, u_ref)
         stage, terminal = self._extra
         if stage is not None:
-            # Second-order expansion at the guess: c(z) ~ c(zb) + g'(z - zb) + 1/2 (z - zb)' H (z - zb).
+            # Second-order model at the guess, c(z) ~ c(zb) + g'(z - zb) + 1/2 (z - zb)' H (z - zb), the
+            # stage's whole block made positive definite (costs.convexify) and the gradient kept exact.
             hxx, hux, huu, gx, gu = (np.array(v, dtype=float) for v in stage.map(N)(xb[:N].T, ub.T, p.T))
             hxx = hxx.reshape(nx, N, nx).transpose(1, 0, 2)
             hux = hux.reshape(nu, N, nx).transpose(1, 0, 2)
             huu = huu.reshape(nu, N, nu).transpose(1, 0, 2)
-            Hxx[:N] += hxx
-            Hux += hux
-            Huu += huu
-            q[:N] += gx.T - np.einsum("kij,kj->ki", hxx, xb[:N]) - np.einsum("kji,kj->ki", hux, ub)
-            r += gu.T - np.einsum("kij,kj->ki", hux, xb[:N]) - np.einsum("kij,kj->ki", huu, ub)
+            for k in range(N):
+                M = np.block([[Hxx[k] + hxx[k], (Hux[k] + hux[k]).T], [Hux[k] + hux[k], Huu[k] + huu[k]]])
+                M, delta = convexify(M)
+                zb = np.concatenate([xb[k], ub[k]])
+                dH = M - np.block([[Hxx[k], Hux[k].T], [Hux[k], Huu[k]]])  # the cost's part, shifted
+                grad = np.concatenate([gx[:, k], gu[:, k]]) - dH @ zb
+                Hxx[k], Hux[k], Huu[k] = M[:nx, :nx], M[nx:, :nx], M[nx:, nx:]
+                q[k] += grad[:nx]
+                r[k] += grad[nx:]
         if terminal is not None:
             hN, gN = (np.array(v, dtype=float) for v in terminal(xb[N], p[N - 1]))
-            Hxx[N] += hN
-            q[N] += gN.ravel() - hN @ xb[N]
+            M, delta = convexify(Hxx[N] + hN)
+            q[N] += gN.ravel() - (M - Hxx[N]) @ xb[N]
+            Hxx[N] = M
         soft = bool(ocp.soft_x_bounds)
         slacks = soft or (self._path is not None and bool(ocp.soft_path_constraints))
         kw: dict[str, Any] = dict(lbu=ocp.u_min, ubu=ocp.u_max, idxbx=[int(i) for i in self.bounded],
@@ -304,3 +298,41 @@ def constraint_functions(ocp: MultipleShootingOCP) -> tuple[ca.Function | None, 
                                ["x", "p"],
                                ["c", "Cx"])
     return path, terminal
+
+
+def cost_expansions(ocp: MultipleShootingOCP) -> tuple[ca.Function | None, ca.Function | None]:
+    """The QP models of the OCP's ``stage_cost`` and ``terminal_cost`` (`shooting.mpc.costs.expansion`).
+
+    Returns
+    -------
+    stage : casadi.Function or None
+        ``(x, u, p) -> (Hxx (nx, nx), Hux (nu, nx), Huu (nu, nu), gx (nx), gu (nu))``.
+    terminal : casadi.Function or None
+        ``(x, p) -> (Hxx (nx, nx), gx (nx))``.
+    """
+    cost = ocp.problem.cost
+    nx, nu, npar = ocp.nx, ocp.nu, ocp.np
+    x, u, p = ca.SX.sym("x", nx), ca.SX.sym("u", nu), ca.SX.sym("p", npar)
+    stage = terminal = None
+    if cost.stage_cost is not None:
+        H, g = expansion(cost.stage_cost, ca.vertcat(x, u), x, u, p)
+        stage = ca.Function(f"{ocp.model.name}_stage_cost_model", [x, u, p],
+                            [ca.densify(v) for v in (H[:nx, :nx], H[nx:, :nx], H[nx:, nx:], g[:nx], g[nx:])],
+                            ["x", "u", "p"], ["Hxx", "Hux", "Huu", "gx", "gu"])
+    if cost.terminal_cost is not None:
+        H, g = expansion(cost.terminal_cost, x, x, p)
+        terminal = ca.Function(f"{ocp.model.name}_terminal_cost_model", [x, p], [ca.densify(H), ca.densify(g)],
+                               ["x", "p"], ["Hxx", "gx"])
+    return stage, terminal
+
+
+def cost_values(ocp: MultipleShootingOCP) -> tuple[ca.Function | None, ca.Function | None]:
+    """The OCP's ``stage_cost`` ``(x, u, p) -> c`` and ``terminal_cost`` ``(x, p) -> c`` as Functions, or None."""
+    cost = ocp.problem.cost
+    x, u, p = ca.SX.sym("x", ocp.nx), ca.SX.sym("u", ocp.nu), ca.SX.sym("p", ocp.np)
+    stage = None if cost.stage_cost is None else ca.Function(
+        f"{ocp.model.name}_stage_cost", [x, u, p], [ca.densify(ca.SX(cost.stage_cost(x, u, p)))], ["x", "u", "p"],
+        ["c"])
+    terminal = None if cost.terminal_cost is None else ca.Function(
+        f"{ocp.model.name}_terminal_cost", [x, p], [ca.densify(ca.SX(cost.terminal_cost(x, p)))], ["x", "p"], ["c"])
+    return stage, terminal

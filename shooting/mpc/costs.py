@@ -1,0 +1,130 @@
+"""General stage and terminal costs in the RTI and the C: nonlinear least squares, exact Hessians made convex.
+
+A ``stage_cost``/``terminal_cost`` enters each real-time iteration's QP as a
+quadratic model at the guess z = (xb, ub) with the exact gradient g:
+
+* `LeastSquares` (acados' NONLINEAR_LS): c = r(z)' W r(z) for a residual r
+  (an output minus its reference) and a positive semidefinite W; the model
+  uses the Gauss-Newton Hessian 2 J' W J (J = dr/dz), positive semidefinite
+  by construction, and g = 2 J' W r.
+* any other cost: its exact Hessian H = d2c/dz2.
+
+The stage's whole Hessian block M = [Hxx Hux'; Hux Huu] (tracking weights
+included) must be positive definite for the QP to be convex. `convexify`
+applies one rule, the same in numpy and in the C: with tau = 1e-9 (1 +
+max|M|) (float: 1e-5), M is kept when a Cholesky factorisation of M + tau I
+succeeds; else M + delta I with the smallest delta = tau 10^j (j = 1..30)
+for which a Cholesky factorisation of M + delta I succeeds. The QP's gradient is corrected so that the model's
+gradient at the guess stays the cost's: q = g - (M~ - M_tracking) zb. A
+converged SQP iterate is therefore still a KKT point of the OCP.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import casadi as ca
+import numpy as np
+import numpy.typing as npt
+
+from shooting import _validate
+
+__all__ = ["CONVEXIFY_TAU", "LeastSquares", "convexify", "least_squares"]
+
+FloatArray = npt.NDArray[np.float64]
+
+#: The relative shift below which a Hessian block counts as positive definite, and the rule's largest power.
+CONVEXIFY_TAU = {"double": 1e-9, "float": 1e-5}
+CONVEXIFY_STEPS = 30
+
+
+class LeastSquares:
+    """A cost r' W r of a residual function: ``stage_cost=least_squares(r, W)`` (also for ``terminal_cost``).
+
+    Calling it gives the cost (IPOPT's OCP uses that); the RTI and the C
+    recognise it and use the Gauss-Newton Hessian 2 J' W J.
+
+    Parameters
+    ----------
+    residual : callable ``(x, u, p) -> SX column`` (stage) or ``(x, p) -> SX column`` (terminal)
+    weight : array_like, shape (ny, ny) or (ny,) (a diagonal)
+        Symmetric positive semidefinite.
+    """
+
+    def __init__(self, residual: Callable[..., Any], weight: npt.ArrayLike) -> None:
+        if not callable(residual):
+            raise ValueError(f"least_squares needs a callable residual (x, u, p) -> SX, got "
+                             f"{type(residual).__name__}")
+        W = _validate.array(weight, "least_squares weight")
+        W = np.diag(W) if W.ndim == 1 else W
+        if W.ndim != 2 or W.shape[0] != W.shape[1]:
+            raise ValueError(f"least_squares weight must be (ny, ny) or (ny,), got shape {W.shape}")
+        if not np.allclose(W, W.T, rtol=1e-12, atol=0.0):
+            raise ValueError("least_squares weight must be symmetric")
+        if np.linalg.eigvalsh(W).min() < -1e-12 * max(1.0, float(np.abs(W).max())):
+            raise ValueError(f"least_squares weight must be positive semidefinite (eigenvalues "
+                             f"{_validate.vector_text(np.linalg.eigvalsh(W))})")
+        self.residual = residual
+        self.weight = W
+        self.__name__ = f"least_squares({getattr(residual, '__name__', 'residual')})"
+
+    def value(self, *args: Any) -> ca.SX:
+        """The residual r(args) as a column, checked against the weight's size."""
+        r = ca.SX(self.residual(*args))
+        if r.size2() != 1 or r.size1() != self.weight.shape[0]:
+            raise ValueError(f"{self.__name__} returns shape {r.shape}, but its weight is "
+                             f"{self.weight.shape}: the residual must be a column of {self.weight.shape[0]}")
+        return r
+
+    def __call__(self, *args: Any) -> ca.SX:
+        r = self.value(*args)
+        return ca.bilin(ca.DM(self.weight), r, r)
+
+
+def least_squares(residual: Callable[..., Any], weight: npt.ArrayLike) -> LeastSquares:
+    """A nonlinear least-squares cost r' W r (see `LeastSquares`).
+
+    ``shooting.MultipleShootingOCP(..., stage_cost=least_squares(lambda x, u, p: tip(x) - 1.0, [10.0]))``
+
+    Returns
+    -------
+    LeastSquares
+    """
+    return LeastSquares(residual, weight)
+
+
+def expansion(cost: Callable[..., Any], z: ca.SX, *args: ca.SX) -> tuple[ca.SX, ca.SX]:
+    """(Hessian, gradient) of `cost` in `z` for the QP: Gauss-Newton for `LeastSquares`, else exact."""
+    if isinstance(cost, LeastSquares):
+        r = cost.value(*args)
+        J = ca.jacobian(r, z)
+        W = ca.DM(cost.weight)
+        return 2 * ca.mtimes([J.T, W, J]), 2 * ca.mtimes([J.T, W, r])
+    c = ca.SX(cost(*args))
+    H, g = ca.hessian(c, z)
+    return H, g
+
+
+def convexify(M: FloatArray, real: str = "double") -> tuple[FloatArray, float]:
+    """The rule of the module docstring: (M + delta I, delta) with delta = 0 when M is positive definite."""
+    n = M.shape[0]
+    tau = CONVEXIFY_TAU["float" if real == "float" else "double"] * (1.0 + float(np.abs(M).max(initial=0.0)))
+    if _cholesky_ok(M + tau * np.eye(n)):
+        return M, 0.0
+    for j in range(1, CONVEXIFY_STEPS + 1):
+        delta = tau * 10.0 ** j
+        if _cholesky_ok(M + delta * np.eye(n)):
+            return M + delta * np.eye(n), delta
+    raise ValueError(f"a stage Hessian of the cost cannot be made positive definite (not finite, or still not "
+                     f"after a shift of {tau * 10.0 ** CONVEXIFY_STEPS:g})")
+
+
+def _cholesky_ok(M: FloatArray) -> bool:
+    if not np.isfinite(M).all():
+        return False
+    try:
+        np.linalg.cholesky(M)
+    except np.linalg.LinAlgError:
+        return False
+    return True
