@@ -17,8 +17,18 @@ Three tables, per model (every built-in one by default), every figure measured i
    RAM, instructions per RTI sample (median, max), estimated ms at 168 MHz
    (instructions x 1.25 cycles), QP iterations (median, max).
 
-A model the C controller does not take (algebraic states, today) gets a row
-saying why in tables 1 and 3.
+4. Cold solves (issue 16): SQP to convergence from the state held over the
+   horizon (``NAME_mpc_reset(mem, x0)`` then ``NAME_mpc_solve``), the C
+   (double, host) against its Python twin (`RTIController.solve`) and IPOPT
+   from the same guess: iterations, milliseconds, microseconds per iteration,
+   the distance of the C's inputs to IPOPT's. Target: the cart-pole swing-up
+   at N = 20 within 2 ms (acados' full SQP cold: 2.16 ms, quoted from the issue).
+5. The price of a nonlinear path constraint (issue 16): the cart-pole
+   swing-up at N = 20 with and without a soft power limit |F v| <= P (two
+   rows, nonlinear in x and u), time per RTI sample on the host and
+   instructions per sample on the emulated Cortex-M4 (float). Target: at most 1.5x.
+
+A model the C controller does not take gets a row saying why.
 
     python scripts/bench_controller.py                        # 100 samples, every built-in model
     python scripts/bench_controller.py --quick                # N = 10, 10 samples (5 on the board), the cart-pole
@@ -163,6 +173,90 @@ def board_table(models: list[shooting.Model], horizon: int, steps: int) -> None:
             board_row(model, horizon, steps)
 
 
+#: The power limit of table 5 [W]: active during the swing-up's pushes.
+POWER_LIMIT = 150.0
+
+
+def cold_rows(model: shooting.Model, horizon: int, repeats: int, work: Path) -> None:
+    ocp, _ = controller_ocp(model, horizon)
+    ipopt_ocp = shooting.MultipleShootingOCP.from_problem(model, ocp.problem.with_changes(
+        solver_options={"ipopt.tol": 1e-12, "ipopt.bound_relax_factor": 0.0, "ipopt.print_level": 0}))
+    for case, x0 in cases(model):
+        folder = work / f"cold_{model.name}_{case}"
+        report = export_controller(ocp, folder, x0=x0, force=True)
+        assert report.ok, report.problems
+        ctl = load_controller(folder)
+        times, res = [], None
+        for _ in range(repeats):
+            ctl.reset(x0)
+            t = time.perf_counter()
+            res = ctl.solve(x0, max_iter=500)
+            times.append(time.perf_counter() - t)
+        assert res is not None
+        t = time.perf_counter()
+        twin = shooting.RTIController(ocp, initialize_with_ipopt=False).solve(x0, max_iter=500)
+        t_twin = time.perf_counter() - t
+        t = time.perf_counter()
+        truth = ipopt_ocp.solve(x0)
+        t_ipopt = time.perf_counter() - t
+        ms = float(np.median(times)) * 1e3
+        err = float(np.abs(res.u - truth.u).max() / (1 + np.abs(truth.u).max()))
+        print(f"{model.name:<{NAME_WIDTH}}{case:<11} {res.status:>6} {res.iterations:>5} {ms:>9.3f} "
+              f"{ms * 1e3 / max(res.iterations, 1):>9.1f} {t_twin * 1e3:>10.1f} {twin.iterations:>5} "
+              f"{t_ipopt * 1e3:>9.1f} {truth.iterations:>6} {err:>9.1e}", flush=True)
+        if model.name == "cartpole" and case == "swing-up" and horizon == 20:
+            verdict = "PASS" if ms <= 2.0 else "FAIL"
+            print(f"{'':<{NAME_WIDTH}}target: cold swing-up at N = 20 within 2 ms (acados 2.16 ms): {verdict} "
+                  f"({ms:.2f} ms)")
+
+
+def cold_table(models: list[shooting.Model], horizon: int, repeats: int, work: Path) -> None:
+    print(f"4. Cold solves: SQP from the state held over the horizon, N = {horizon}, host; C (double, median of "
+          f"{repeats}) against its Python twin and IPOPT (tol 1e-12) from the same guess")
+    print(f"{'model':<{NAME_WIDTH}}{'case':<11} {'status':>6} {'its':>5} {'C ms':>9} {'us/it':>9} "
+          f"{'Python ms':>10} {'its':>5} {'IPOPT ms':>9} {'its':>6} {'u vs IPOPT':>9}")
+    for model in models:
+        with model_rows(model.name):
+            cold_rows(model, horizon, repeats, work)
+    print()
+
+
+def _power(x: ca.SX, u: ca.SX, p: ca.SX) -> ca.SX:
+    return ca.vertcat(u[0] * x[2] - POWER_LIMIT, -u[0] * x[2] - POWER_LIMIT)
+
+
+def constraint_table(horizon: int, steps: int, board_steps: int, work: Path) -> None:
+    """Table 5: the cart-pole swing-up with and without the power limit."""
+    model = shooting.load_model("cartpole")
+    print(f"5. The cart-pole swing-up, N = {horizon}, with and without a soft power limit |F v| <= "
+          f"{POWER_LIMIT:g} W: RTI per sample, host (C double, {steps} samples) and Cortex-M4 (float, "
+          f"{board_steps} samples)")
+    print(f"{'problem':<28} {'host us med':>11} {'ratio':>6} {'M4 instr med':>12} {'ratio':>6} {'|Fv| max':>9}")
+    base = shooting.default_scenario(model).problem.with_changes(horizon=horizon, soft_x_bounds=True)
+    rows = []
+    for label, problem in (("bounds only", base), ("with the power limit", base.with_changes(
+            path_constraints=_power, soft_path_constraints=True))):
+        ocp = shooting.MultipleShootingOCP.from_problem(model, problem)
+        folder = work / f"power_{len(rows)}"
+        assert export_controller(ocp, folder, force=True).ok
+        traj = shooting.simulate_closed_loop(load_controller(folder), model.x0, steps, progress=False)
+        host = float(np.median(traj.solve_time[1:])) * 1e6
+        instr = np.nan
+        if qemu_mps2.have_cortex_m4_toolchain() and qemu_mps2.have_qemu():
+            spec = controller_spec(ocp)
+            run = board_loop(generate_controller(spec, "cartpole", real="float"), spec, model.x0, board_steps)
+            assert run.sample_instructions is not None
+            instr = float(np.median(run.sample_instructions[1:]))
+        power = float(np.max(np.abs(traj.u[:, 0] * traj.x[:-1, 2])))
+        rows.append((label, host, instr, power))
+    for label, host, instr, power in rows:
+        print(f"{label:<28} {host:>11.1f} {host / rows[0][1]:>6.2f} {instr:>12.0f} {instr / rows[0][2]:>6.2f} "
+              f"{power:>9.1f}", flush=True)
+    ratio = max(rows[1][1] / rows[0][1], rows[1][2] / rows[0][2] if np.isfinite(rows[1][2]) else 0.0)
+    print(f"target: the constraint costs at most 1.5x: {'PASS' if ratio <= 1.5 else 'FAIL'} ({ratio:.2f}x)")
+    print()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer samples (for the tests)")
@@ -174,7 +268,10 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench_controller_") as tmp:
         host_table(models, horizon, 10 if args.quick else 100, Path(tmp))
         step_table(models, Path(tmp), 200 if args.quick else 5000)
-    board_table(models, horizon, 5 if args.quick else 100)
+        board_table(models, horizon, 5 if args.quick else 100)
+        cold_table(models, horizon, 1 if args.quick else 20, Path(tmp))
+        if any(m.name == "cartpole" for m in models):
+            constraint_table(horizon, 10 if args.quick else 100, 5 if args.quick else 40, Path(tmp))
     return 0
 
 
