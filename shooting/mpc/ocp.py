@@ -349,7 +349,12 @@ class MultipleShootingOCP:
         if nsh:
             w = ca.vertcat(w, ca.vec(Sh))
             cost += self.slack_l1 * ca.sum1(ca.vec(Sh)) + self.slack_l2 * ca.sumsqr(Sh)
-        self._nlp = {"x": w, "p": P, "f": cost, "g": ca.vertcat(*g)}
+        self._store_nlp(w, P, cost, ca.vertcat(*g), H, Zn)
+
+    def _store_nlp(self, w: ca.SX, P: ca.SX, cost: ca.SX, g: ca.SX, H: ca.SX, Zn: ca.SX) -> None:
+        """The NLP, its row bounds and the helper Functions (path values, z, cost) of `_build_nlp`."""
+        L = self.layout
+        self._nlp = {"x": w, "p": P, "f": cost, "g": g}
         self._path_fn = ca.Function("path", [w, P], [H], ["w", "P"], ["h"])
         self._z_fn = ca.Function("z", [w, P], [Zn.T], ["w", "P"], ["z"])
         self._lbg, self._ubg = np.zeros(L.n_g), np.zeros(L.n_g)
@@ -587,14 +592,8 @@ class MultipleShootingOCP:
         return float(self._cost_fn(w, P))
 
     def path_values(self, x: FloatArray, u: FloatArray, *, p: object = None) -> FloatArray:
-        """The path constraints h(x_k, u_k, p_k) of a trajectory, shape (N, nh_user) (feasible: <= 0).
-
-        Parameters
-        ----------
-        x : ndarray, shape (N+1, nx)
-        u : ndarray, shape (N, nu)
-        p : array_like, shape (np,) or (N, np), optional
-        """
+        """The path constraints h(x_k, u_k, p_k) (N, nh; feasible: <= 0) of x (N+1, nx), u (N, nu), p as in
+        `solve`."""
         x, u = np.asarray(x, dtype=float), np.asarray(u, dtype=float)
         P = self.parameters(x[0], p=p)
         return np.array(self._path_fn(self.layout.pack_w(x, u), P), dtype=float).T
