@@ -15,6 +15,7 @@ import os
 import subprocess
 from pathlib import Path
 
+import casadi as ca
 import numpy as np
 import pytest
 
@@ -224,9 +225,11 @@ int main(void) {
 
 
 def test_what_the_c_cannot_do_is_refused(cartpole: shooting.Model, tmp_path: Path) -> None:
-    path = shooting.MultipleShootingOCP(cartpole, 5, dt=0.05, path_constraints=lambda x, u, p: x[0] - 1)
-    with pytest.raises(ValueError, match="path_constraints"):
-        export_controller(path, tmp_path / "a")
+    z = ca.SX.sym("z")
+    bounded_z = shooting.Model("zb", cartpole.x, cartpole.u, cartpole.xdot + ca.vertcat(0, 0, 0, z), z=z,
+                               alg=z - cartpole.x[0], z0=[0.0], z_min=[-1.0], x0=cartpole.x0)
+    with pytest.raises(ValueError, match="algebraic states.*z_min/z_max"):
+        export_controller(shooting.MultipleShootingOCP(bounded_z, 5, dt=0.05), tmp_path / "a")
     singular = shooting.MultipleShootingOCP(cartpole, 5, dt=0.05, R=[0.0])
     with pytest.raises(ValueError, match=r"R \+ R_delta must be positive definite"):
         export_controller(singular, tmp_path / "b")
@@ -247,6 +250,7 @@ def test_a_failed_check_writes_nothing_and_exits_1(swingup: shooting.MultipleSho
 
     monkeypatch.setattr(check, "TOLERANCE_SAFETY", 0.0)  # nothing can pass
     monkeypatch.setitem(check.TOLERANCE_FLOOR, "double", 0.0)
+    monkeypatch.setitem(check.SQP_ALLOWANCE, "double", 0.0)
     report = export_controller(swingup, tmp_path / "out", check=True, check_steps=3)
     assert not report.ok and report.files == [] and not (tmp_path / "out").exists()
     assert main(["controller", "--model", "cartpole", "--check", "--check-steps", "3", "--out",

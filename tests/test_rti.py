@@ -32,10 +32,12 @@ def test_first_rti_input_equals_ipopt_at_the_optimum(extra):
         assert abs(plain.u[0, 0] - sol.u[0, 0]) > 1e-3
 
 
-def test_rti_refuses_constraints_it_cannot_linearise():
+def test_rti_refuses_constraints_its_sparse_qp_solvers_do_not_take():
     model = shooting.load_model("vanderpol")
-    with pytest.raises(ValueError, match="path_constraints/terminal_constraints"):
-        shooting.RTIController(shooting.MultipleShootingOCP(model, 5, dt=0.1, path_constraints=lambda x, u, p: x))
+    ocp = shooting.MultipleShootingOCP(model, 5, dt=0.1, path_constraints=lambda x, u, p: x)
+    with pytest.raises(ValueError, match="path and terminal constraints need qp_solver='riccati-ipm'"):
+        shooting.RTIController(ocp, qp_solver="qrqp")
+    shooting.RTIController(ocp)  # (the stage-wise QP takes them)
     with pytest.raises(ValueError, match="qp_solver must be one of"):
         shooting.RTIController(shooting.MultipleShootingOCP(model, 5, dt=0.1), qp_solver="hpipm")
 

@@ -81,8 +81,9 @@ def test_controller_c_does_not_grow_with_substeps(cartpole):
         spec = controller_spec(ocp, x0=[0.0, 0.2, 0.0, 0.0])
         export = generate_controller(spec, "cp", real="double")
         lengths[steps] = len(export.files["cp_mpc.c"].splitlines())
-    # log2(4096) - log2(64) = 6 more doubling levels, a few lines each.
-    assert lengths[4096] - lengths[64] < 200, lengths
+    # log2(4096) - log2(64) = 6 more doubling levels, a few lines each in each of the two steps (with and
+    # without sensitivities, the latter for the SQP's line search): measured 27 lines per level and step.
+    assert lengths[4096] - lengths[64] < 6 * 2 * 35, lengths
 
 
 _CHILD = textwrap.dedent("""

@@ -154,6 +154,11 @@ def compare_inputs(u: FloatArray, u_ref: FloatArray, samples: int, scale: FloatA
     return float(np.max(np.abs(u[:n] - u_ref[:n]) / scale))
 
 
+#: The SQP's stopping tolerance on the step (relative to 1 + the trajectory's largest entry): two converged
+#: first samples may differ by one last step below it (`input_tolerance`).
+SQP_ALLOWANCE = {key: SQP_TOLERANCES[key]["step"] for key in ("double", "float")}
+
+
 @dataclass(frozen=True)
 class Tolerance:
     """What the check allows, from the precision and the conditioning of the first sample's QP.
@@ -233,7 +238,7 @@ def input_tolerance(ocp: MultipleShootingOCP, spec: ControllerSpec, x0: FloatArr
             move = np.abs(moved.u - exact.u) / scale
             first, whole = max(first, float(move[:samples].max())), max(whole, float(move.max()))
     key = "float" if real == "float" else "double"
-    floor = max(TOLERANCE_FLOOR[key], SQP_TOLERANCES[key]["step"] * (1.0 + max(np.abs(xs).max(), np.abs(ug).max()))
+    floor = max(TOLERANCE_FLOOR[key], SQP_ALLOWANCE[key] * (1.0 + max(np.abs(xs).max(), np.abs(ug).max()))
                 / float(scale.min()))
     return Tolerance(max(TOLERANCE_SAFETY * first, floor), first, max(TOLERANCE_SAFETY * whole, floor), whole,
                      cold.u)
