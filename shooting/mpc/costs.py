@@ -85,6 +85,16 @@ class LeastSquares:
 def least_squares(residual: Callable[..., Any], weight: npt.ArrayLike) -> LeastSquares:
     """A nonlinear least-squares cost r' W r (see `LeastSquares`).
 
+    Parameters
+    ----------
+    residual : callable
+        ``residual(x, u, p)`` (stage) or ``residual(x, p)`` (terminal) returning the residual
+        r, shape (nr,), as CasADi SX.
+    weight : array_like
+        W, shape (nr,) (a diagonal) or (nr, nr), symmetric positive semidefinite.
+
+    Examples
+    --------
     ``shooting.MultipleShootingOCP(..., stage_cost=least_squares(lambda x, u, p: tip(x) - 1.0, [10.0]))``
 
     Returns

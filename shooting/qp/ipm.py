@@ -325,7 +325,8 @@ def _step_length(P: _Problem, it: _Iterate, d: tuple[FloatArray, ...], tau: floa
 
     def limit(v: FloatArray, dv: FloatArray) -> float:
         neg = dv < 0
-        return float(np.min(-tau * v[neg] / dv[neg], initial=1.0))
+        with np.errstate(over="ignore"):  # a step of 1e-300 limits nothing: inf, then min with 1
+            return float(np.min(-tau * v[neg] / dv[neg], initial=1.0))
 
     return min(limit(it.t, dt), limit(it.s, ds)), min(limit(it.lam, dlam), limit(it.lam_s, dlam_s))
 
