@@ -91,6 +91,21 @@ def test_python_sqp_from_a_held_state_reaches_ipopts_optimum(name: str) -> None:
         assert np.abs(res.u).max() > 8.0 - 1e-9  # the torque limit is active
 
 
+def test_the_nonmonotone_line_search_lets_full_steps_through_and_ends_at_the_same_point(monkeypatch) -> None:
+    """From hanging, the monotone rule (NONMONOTONE = 1) cuts the step to 1/16 for forty iterations while the
+    dynamics' curvature raises the merit; comparing with the last five iterates' merits takes fewer
+    iterations to the same KKT point."""
+    from shooting.mpc import sqp as sqp_module
+
+    ocp, x0 = _case("cartpole swing-up")
+    nonmonotone = RTIController(ocp, initialize_with_ipopt=False).solve(x0, max_iter=200)
+    monkeypatch.setattr(sqp_module, "NONMONOTONE", 1)
+    monotone = RTIController(ocp, initialize_with_ipopt=False).solve(x0, max_iter=200)
+    assert nonmonotone.status == 0 and monotone.status == 0
+    assert nonmonotone.iterations < 0.75 * monotone.iterations, (nonmonotone.iterations, monotone.iterations)
+    _agree(nonmonotone.u, monotone.u, 1e-6)
+
+
 @needs_gcc
 @pytest.mark.parametrize("name", CASES)
 def test_c_solve_from_a_held_state_reaches_ipopts_optimum(name: str, tmp_path) -> None:

@@ -36,7 +36,15 @@ from shooting.model import Model
 from shooting.mpc.costs import CONVEXIFY_TAU
 from shooting.mpc.ocp import MultipleShootingOCP
 from shooting.mpc.rti_stage import constraint_functions, cost_expansions, cost_values
-from shooting.mpc.sqp import ARMIJO, COLD_START_ITERATIONS, MAX_SQP_ITERATIONS, MIN_STEP, SQP_ROUNDING, SQP_TOLERANCES
+from shooting.mpc.sqp import (
+    ARMIJO,
+    COLD_START_ITERATIONS,
+    MAX_SQP_ITERATIONS,
+    MIN_STEP,
+    NONMONOTONE,
+    SQP_ROUNDING,
+    SQP_TOLERANCES,
+)
 from shooting.options import REALS, Real
 from shooting.qp import OCP_QP_TOLERANCES, OCPQPSizes
 
@@ -356,7 +364,8 @@ def generate_controller(spec: ControllerSpec, name: str, *, real: Real = "double
         tol_mu=literal(tol["tol_mu"], real),
         functions=emitter.source() + "\n" + qp.functions, body=body, value=value, n_value_out=plain.n_out(),
         sqp_tol_step=literal(sqp_tol["step"], real), sqp_tol_defect=literal(sqp_tol["defect"], real),
-        armijo=literal(ARMIJO, real), min_step=literal(MIN_STEP, real), rounding=literal(SQP_ROUNDING[real], real),
+        armijo=literal(ARMIJO, real), min_step=literal(MIN_STEP, real), nonmonotone=NONMONOTONE,
+        rounding=literal(SQP_ROUNDING[real], real),
     )
     header = _header(spec, values, real, emitter, qp.work, measured)
     manifest = {

@@ -10,7 +10,12 @@ backtrack along dw on the l1 merit function
 J the OCP's objective (soft bounds' penalties included) and nu at least 1.1
 times the largest multiplier of the QP's equalities (so that dw is a descent
 direction of phi; nu never decreases). A step a in (0, 1] is accepted when
-phi(w + a dw) <= phi(w) - eta a pred, pred = m(w) - m(w_qp) + nu V(w) >= 0 the
+phi(w + a dw) <= max_j phi(w_j) - eta a pred over the last `NONMONOTONE`
+iterates w_j (this one included; each phi at today's nu): the nonmonotone line
+search of Grippo, Lampariello and Lucidi (SIAM J. Numer. Anal. 23, 1986),
+which lets a full step through the dynamics' curvature raise phi for a few
+iterations (the cart-pole swing-up from hanging: 56 -> 32 iterations; 8 of 10
+random starts reach IPOPT's optimum either way), and pred = m(w) - m(w_qp) + nu V(w) >= 0 the
 decrease the QP model m predicts, m(w) - m(w_qp) (m = J for a quadratic
 cost; its second-order expansion for extra costs). Converged when the step and the
 dynamics' defects are below the tolerances relative to the trajectory's size.
@@ -29,8 +34,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["ARMIJO", "COLD_START_ITERATIONS", "MAX_SQP_ITERATIONS", "MIN_STEP", "SQP_ROUNDING", "SQP_STATUS",
-           "SQP_TOLERANCES", "SQPResult", "SQPStep", "sqp"]
+__all__ = ["ARMIJO", "COLD_START_ITERATIONS", "MAX_SQP_ITERATIONS", "MIN_STEP", "NONMONOTONE", "SQP_ROUNDING",
+           "SQP_STATUS", "SQP_TOLERANCES", "SQPResult", "SQPStep", "sqp"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -43,6 +48,8 @@ SQP_TOLERANCES = {"double": {"step": 1e-8, "defect": 1e-9}, "float": {"step": 2e
 #: Armijo's sufficient-decrease fraction, the backtracking factor, the smallest step, and the merit's rounding
 #: (relative) the test forgives.
 ARMIJO, BACKTRACK, MIN_STEP = 1e-4, 0.5, 1.0 / 1024
+#: How many iterates' merits the nonmonotone line search compares with (1: the monotone Armijo rule).
+NONMONOTONE = 5
 SQP_ROUNDING = {"double": 1e-14, "float": 1e-6}
 ROUNDING = SQP_ROUNDING["double"]
 
@@ -120,6 +127,7 @@ def sqp(x: FloatArray, u: FloatArray, qp_step: Callable[[FloatArray, FloatArray]
     tol = {**SQP_TOLERANCES["double"], **(tolerances or {})}
     nu_pen, step_size = 0.0, np.inf
     x, u = np.array(x, dtype=float), np.array(u, dtype=float)
+    history: list[tuple[float, float]] = []  # (J, V) of the last NONMONOTONE iterates
     for it in range(max_iter + 1):
         scale = 1.0 + max(np.abs(x).max(initial=0.0), np.abs(u).max(initial=0.0))
         defect = float(np.abs(defects(x, u)).max(initial=0.0)) / scale
@@ -136,13 +144,15 @@ def sqp(x: FloatArray, u: FloatArray, qp_step: Callable[[FloatArray, FloatArray]
         V = float(np.abs(defects(x, u)).sum())
         J = objective(x, u)
         phi = J + nu_pen * V
+        history = [*history[1 - NONMONOTONE:], (J, V)] if NONMONOTONE > 1 else [(J, V)]
+        reference = max(Jh + nu_pen * Vh for Jh, Vh in history)
         pred = max(qp.model_decrease + nu_pen * V, 0.0)
         alpha = 1.0
         while True:
             xt, ut = x + alpha * dx, u + alpha * du
             phi_t = objective(xt, ut) + nu_pen * float(np.abs(defects(xt, ut)).sum())
             # (the slack: rounding in phi itself, so that a step at the precision's floor is not refused)
-            if np.isfinite(phi_t) and phi_t <= phi - ARMIJO * alpha * pred + ROUNDING * (1.0 + abs(phi)):
+            if np.isfinite(phi_t) and phi_t <= reference - ARMIJO * alpha * pred + ROUNDING * (1.0 + abs(phi)):
                 break
             if alpha <= MIN_STEP:
                 if step_size <= tol["step"]:  # a step at the precision's floor: as converged as it gets
