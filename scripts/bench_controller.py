@@ -66,7 +66,7 @@ def controller_ocp(model: shooting.Model, horizon: int) -> tuple[shooting.Multip
     ocp = shooting.MultipleShootingOCP.from_problem(model, problem)
     try:
         return ocp, controller_spec(ocp)
-    except ValueError as err:  # e.g. algebraic states: "... which the C controller does not take yet"
+    except ValueError as err:  # a model file whose problem the C does not take (e.g. bounds on z)
         raise Skip(str(err)) from None
 
 
@@ -257,6 +257,36 @@ def constraint_table(horizon: int, steps: int, board_steps: int, work: Path) -> 
     print()
 
 
+def growth_table(horizons: tuple[int, ...], steps: int, board_steps: int, work: Path) -> None:
+    """Table 6: the cart-pole swing-up's memory and time as the horizon grows (linear in N)."""
+    model = shooting.load_model("cartpole")
+    board = qemu_mps2.have_cortex_m4_toolchain() and qemu_mps2.have_qemu()
+    print(f"6. The cart-pole swing-up as N grows: Cortex-M4 float flash and RAM (mem + stack), RAM over RAM at "
+          f"N = {horizons[1]}, host C double ({steps} samples) and M4 float ({board_steps} samples) per RTI sample")
+    print(f"{'N':>4} {'flash B':>8} {'RAM B':>8} {'RAM ratio':>9} {'host us med':>11} {'M4 instr med':>12} "
+          f"{'M4 ms med':>9}")
+    rows = []
+    for horizon in horizons:
+        ocp, spec = controller_ocp(model, horizon)
+        folder = work / f"growth_{horizon}"
+        report = export_controller(ocp, folder / "m4", real="float", target="cortex-m4" if board else "host",
+                                   force=True)
+        assert export_controller(ocp, folder / "host", force=True).ok
+        traj = shooting.simulate_closed_loop(load_controller(folder / "host"), model.x0, steps, progress=False)
+        host = float(np.median(traj.solve_time[1:])) * 1e6
+        instr = np.nan
+        if board:
+            run = board_loop(generate_controller(spec, "cartpole", real="float"), spec, model.x0, board_steps)
+            assert run.sample_instructions is not None
+            instr = float(np.median(run.sample_instructions[1:]))
+        rows.append((horizon, report.flash, report.ram, host, instr))
+    for horizon, flash, ram, host, instr in rows:
+        flash, ram = (flash, ram) if board else (np.nan, np.nan)
+        print(f"{horizon:>4} {flash:>8} {ram:>8} {ram / (rows[1][2] if board else np.nan):>9.2f} "
+              f"{host:>11.1f} {instr:>12.0f} {instr * CYCLES_PER_INSTRUCTION / M4_HZ * 1e3:>9.3f}", flush=True)
+    print()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer samples (for the tests)")
@@ -272,6 +302,8 @@ def main(argv: list[str] | None = None) -> int:
         cold_table(models, horizon, 1 if args.quick else 20, Path(tmp))
         if any(m.name == "cartpole" for m in models):
             constraint_table(horizon, 10 if args.quick else 100, 5 if args.quick else 40, Path(tmp))
+            growth_table((10, 20) if args.quick else (20, 50, 100, 200), 10 if args.quick else 60,
+                         3 if args.quick else 10, Path(tmp))
     return 0
 
 

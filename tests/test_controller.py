@@ -1,11 +1,12 @@
 """The RTI controller exported as C, run on this machine and on the emulated Cortex-M4.
 
-Independent truth: the Python `RTIController` (CasADi's qrqp on the sparse QP)
-on the same OCP, from the same IPOPT guess, against the same plant. The C
-condenses the QP and solves it with its own dual active-set method, so a
-wrong weight, a dropped shift, a sign error in the linearisation or in the
-condensing, a mishandled soft bound or reference makes the inputs differ far
-beyond rounding (1e-8 double; float: 1e-3 over the first samples).
+Independent truth: the Python `RTIController` (the numpy interior point on
+the stage-wise QP, itself checked against Clarabel and IPOPT in
+test_ocp_qp.py) on the same OCP, from the same IPOPT guess, against the same
+plant; the C builds and solves its QP on its own, so a wrong weight, a
+dropped shift, a sign error in the linearisation, a mishandled soft bound or
+reference makes the inputs differ far beyond rounding (1e-8 double; float:
+1e-3 over the first samples, where the check itself derives a tighter bound).
 """
 
 from __future__ import annotations
