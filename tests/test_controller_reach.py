@@ -74,3 +74,38 @@ def test_memory_is_linear_in_the_horizon(tmp_path: Path) -> None:
     # linear: equal increments per stage between 50 -> 100 and 100 -> 200 (up to alignment)
     per_stage = [(ram[100] - ram[50]) / 50, (ram[200] - ram[100]) / 100]
     assert np.isclose(per_stage[0], per_stage[1], rtol=0.05), per_stage
+
+
+def _everything() -> shooting.MultipleShootingOCP:
+    """The cart-pole swing-up with every problem class of the controller at once: a least-squares output cost
+    (the pole tip's height), a soft power limit |F v| <= 150 W (active while swinging up), the rate penalty,
+    soft state bounds, a reference that changes along the horizon, and a model parameter."""
+    import casadi as ca
+
+    model = shooting.load_model("cartpole")
+    tip = shooting.least_squares(lambda x, u, p: ca.vertcat(ca.cos(x[1]) - 1.0), [5.0])
+
+    def power(x: ca.SX, u: ca.SX, p: ca.SX) -> ca.SX:
+        return ca.vertcat(u[0] * x[2] - 150.0, -u[0] * x[2] - 150.0)
+
+    x_ref = np.zeros((21, model.nx))
+    x_ref[:, 0] = np.linspace(0.0, 0.2, 21)  # the cart's target moves along the horizon
+    problem = shooting.default_scenario(model).problem.with_changes(
+        soft_x_bounds=True, stage_cost=tip, path_constraints=power, soft_path_constraints=True, R_delta=[1e-3],
+        x_ref=x_ref)
+    return shooting.MultipleShootingOCP.from_problem(model, problem)
+
+
+@needs_m4
+@pytest.mark.parametrize("real", ["double", "float"])
+def test_every_problem_class_at_once_passes_the_check_on_the_board(real: str, tmp_path: Path) -> None:
+    """The check compares the C (host and board) with the double Python RTI over 40 closed-loop samples."""
+    ocp = _everything()
+    report = export_controller(ocp, tmp_path / "c", real=real, target="cortex-m4", check=True, check_steps=40,
+                               progress=False)
+    assert report.ok, report.problems
+    controller = load_controller(tmp_path / "c")
+    traj = shooting.simulate_closed_loop(controller, ocp.model.x0, 80, progress=False)
+    assert all(traj.success)
+    # the power limit is soft: violated by at most what the penalty's L1 weight lets through (measured 0)
+    assert np.max(np.abs(traj.u[:, 0] * traj.x[:-1, 2])) <= 150.0 * (1 + 1e-3) + 1.0
