@@ -42,6 +42,7 @@ import functools
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import casadi as ca
@@ -109,15 +110,27 @@ def host_rows(model: shooting.Model, horizon: int, steps: int, work: Path) -> No
             print(f"{model.name:<{NAME_WIDTH}}{case:<11} {'acados SQP-RTI (issue)':<26} {ACADOS_US[case]:>10.1f}")
 
 
-def host_table(models: list[shooting.Model], horizon: int, steps: int, work: Path) -> None:
-    print(f"1. Host, N = {horizon}, each model's default scenario with soft state bounds, {steps} samples "
-          f"(times in us; the first sample, which includes IPOPT's initial solve, is left out)")
-    print(f"{'model':<{NAME_WIDTH}}{'case':<11} {'controller':<26} {'sample med':>10} {'sample max':>10} "
-          f"{'feedback med':>12} {'cost':>12} {'cost/C':>7}")
+def per_model_table(title: str, header: str, models: list[shooting.Model],
+                    rows: Callable[[shooting.Model], None]) -> None:
+    """Print a table's title and header, then each model's rows (a skip row where the model is refused)."""
+    print(title)
+    print(f"{'model':<{NAME_WIDTH}}{header}")
     for model in models:
         with model_rows(model.name):
-            host_rows(model, horizon, steps, work)
+            rows(model)
     print()
+
+
+def have_board() -> bool:
+    return qemu_mps2.have_cortex_m4_toolchain() and qemu_mps2.have_qemu()
+
+
+def host_table(models: list[shooting.Model], horizon: int, steps: int, work: Path) -> None:
+    per_model_table(
+        f"1. Host, N = {horizon}, each model's default scenario with soft state bounds, {steps} samples "
+        f"(times in us; the first sample, which includes IPOPT's initial solve, is left out)",
+        f"{'case':<11} {'controller':<26} {'sample med':>10} {'sample max':>10} {'feedback med':>12} "
+        f"{'cost':>12} {'cost/C':>7}", models, lambda model: host_rows(model, horizon, steps, work))
 
 
 def step_table(models: list[shooting.Model], work: Path, repeats: int) -> None:
@@ -161,16 +174,14 @@ def board_row(model: shooting.Model, horizon: int, steps: int) -> None:
 
 
 def board_table(models: list[shooting.Model], horizon: int, steps: int) -> None:
-    if not (qemu_mps2.have_cortex_m4_toolchain() and qemu_mps2.have_qemu()):
+    if not have_board():
         print("3. Cortex-M4: skipped (needs arm-none-eabi-gcc, newlib and qemu-system-arm)")
         return
-    print(f"3. Emulated Cortex-M4 (QEMU mps2-an386, -icount), float, {steps} closed-loop samples; "
-          f"ms = instructions x {CYCLES_PER_INSTRUCTION} / {M4_HZ / 1e6:.0f} MHz")
-    print(f"{'model':<{NAME_WIDTH}}{'N':>3} {'flash B':>8} {'RAM B':>7} {'instr med':>10} {'instr max':>10} "
-          f"{'ms med':>7} {'ms max':>7} {'QP it med':>9} {'QP it max':>9}")
-    for model in models:
-        with model_rows(model.name):
-            board_row(model, horizon, steps)
+    per_model_table(
+        f"3. Emulated Cortex-M4 (QEMU mps2-an386, -icount), float, {steps} closed-loop samples; "
+        f"ms = instructions x {CYCLES_PER_INSTRUCTION} / {M4_HZ / 1e6:.0f} MHz",
+        f"{'N':>3} {'flash B':>8} {'RAM B':>7} {'instr med':>10} {'instr max':>10} {'ms med':>7} {'ms max':>7} "
+        f"{'QP it med':>9} {'QP it max':>9}", models, lambda model: board_row(model, horizon, steps))
 
 
 #: The power limit of table 5 [W]: active during the swing-up's pushes.
@@ -211,18 +222,34 @@ def cold_rows(model: shooting.Model, horizon: int, repeats: int, work: Path) -> 
 
 
 def cold_table(models: list[shooting.Model], horizon: int, repeats: int, work: Path) -> None:
-    print(f"4. Cold solves: SQP from the state held over the horizon, N = {horizon}, host; C (double, median of "
-          f"{repeats}) against its Python twin and IPOPT (tol 1e-12) from the same guess")
-    print(f"{'model':<{NAME_WIDTH}}{'case':<11} {'status':>6} {'its':>5} {'C ms':>9} {'us/it':>9} "
-          f"{'Python ms':>10} {'its':>5} {'IPOPT ms':>9} {'its':>6} {'u vs IPOPT':>9}")
-    for model in models:
-        with model_rows(model.name):
-            cold_rows(model, horizon, repeats, work)
-    print()
+    per_model_table(
+        f"4. Cold solves: SQP from the state held over the horizon, N = {horizon}, host; C (double, median of "
+        f"{repeats}) against its Python twin and IPOPT (tol 1e-12) from the same guess",
+        f"{'case':<11} {'status':>6} {'its':>5} {'C ms':>9} {'us/it':>9} {'Python ms':>10} {'its':>5} "
+        f"{'IPOPT ms':>9} {'its':>6} {'u vs IPOPT':>9}", models, lambda model: cold_rows(model, horizon, repeats, work))
 
 
 def _power(x: ca.SX, u: ca.SX, p: ca.SX) -> ca.SX:
     return ca.vertcat(u[0] * x[2] - POWER_LIMIT, -u[0] * x[2] - POWER_LIMIT)
+
+
+def host_loop_us(ocp: shooting.MultipleShootingOCP, folder: Path, steps: int) -> tuple[shooting.Trajectory, float]:
+    """The C (double) exported to `folder` in closed loop from the model's x0: the run and its median sample
+    time in us (the first, cold sample left out)."""
+    assert export_controller(ocp, folder, force=True).ok
+    traj = shooting.simulate_closed_loop(load_controller(folder), ocp.model.x0, steps, progress=False)
+    return traj, float(np.median(traj.solve_time[1:])) * 1e6
+
+
+def board_instructions(ocp: shooting.MultipleShootingOCP, steps: int) -> float:
+    """Median instructions per RTI sample of the float C on the emulated board (the cold first sample left out),
+    NaN without the board's tools."""
+    if not have_board():
+        return np.nan
+    spec = controller_spec(ocp)
+    run = board_loop(generate_controller(spec, ocp.model.name, real="float"), spec, ocp.model.x0, steps)
+    assert run.sample_instructions is not None
+    return float(np.median(run.sample_instructions[1:]))
 
 
 def constraint_table(horizon: int, steps: int, board_steps: int, work: Path) -> None:
@@ -237,16 +264,8 @@ def constraint_table(horizon: int, steps: int, board_steps: int, work: Path) -> 
     for label, problem in (("bounds only", base), ("with the power limit", base.with_changes(
             path_constraints=_power, soft_path_constraints=True))):
         ocp = shooting.MultipleShootingOCP.from_problem(model, problem)
-        folder = work / f"power_{len(rows)}"
-        assert export_controller(ocp, folder, force=True).ok
-        traj = shooting.simulate_closed_loop(load_controller(folder), model.x0, steps, progress=False)
-        host = float(np.median(traj.solve_time[1:])) * 1e6
-        instr = np.nan
-        if qemu_mps2.have_cortex_m4_toolchain() and qemu_mps2.have_qemu():
-            spec = controller_spec(ocp)
-            run = board_loop(generate_controller(spec, "cartpole", real="float"), spec, model.x0, board_steps)
-            assert run.sample_instructions is not None
-            instr = float(np.median(run.sample_instructions[1:]))
+        traj, host = host_loop_us(ocp, work / f"power_{len(rows)}", steps)
+        instr = board_instructions(ocp, board_steps)
         power = float(np.max(np.abs(traj.u[:, 0] * traj.x[:-1, 2])))
         rows.append((label, host, instr, power))
     for label, host, instr, power in rows:
@@ -260,25 +279,19 @@ def constraint_table(horizon: int, steps: int, board_steps: int, work: Path) -> 
 def growth_table(horizons: tuple[int, ...], steps: int, board_steps: int, work: Path) -> None:
     """Table 6: the cart-pole swing-up's memory and time as the horizon grows (linear in N)."""
     model = shooting.load_model("cartpole")
-    board = qemu_mps2.have_cortex_m4_toolchain() and qemu_mps2.have_qemu()
+    board = have_board()
     print(f"6. The cart-pole swing-up as N grows: Cortex-M4 float flash and RAM (mem + stack), RAM over RAM at "
           f"N = {horizons[1]}, host C double ({steps} samples) and M4 float ({board_steps} samples) per RTI sample")
     print(f"{'N':>4} {'flash B':>8} {'RAM B':>8} {'RAM ratio':>9} {'host us med':>11} {'M4 instr med':>12} "
           f"{'M4 ms med':>9}")
     rows = []
     for horizon in horizons:
-        ocp, spec = controller_ocp(model, horizon)
+        ocp, _ = controller_ocp(model, horizon)
         folder = work / f"growth_{horizon}"
         report = export_controller(ocp, folder / "m4", real="float", target="cortex-m4" if board else "host",
                                    force=True)
-        assert export_controller(ocp, folder / "host", force=True).ok
-        traj = shooting.simulate_closed_loop(load_controller(folder / "host"), model.x0, steps, progress=False)
-        host = float(np.median(traj.solve_time[1:])) * 1e6
-        instr = np.nan
-        if board:
-            run = board_loop(generate_controller(spec, "cartpole", real="float"), spec, model.x0, board_steps)
-            assert run.sample_instructions is not None
-            instr = float(np.median(run.sample_instructions[1:]))
+        _, host = host_loop_us(ocp, folder / "host", steps)
+        instr = board_instructions(ocp, board_steps)
         rows.append((horizon, report.flash, report.ram, host, instr))
     for horizon, flash, ram, host, instr in rows:
         flash, ram = (flash, ram) if board else (np.nan, np.nan)

@@ -132,6 +132,15 @@ def _add_integrator(sub: "argparse._SubParsersAction[_Parser]") -> None:
     integ.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
 
 
+def _add_output_arguments(parser: argparse.ArgumentParser, *, lint: str, quiet: str, force: bool = True) -> None:
+    """The arguments every writing verb ends with: --out, --force, --no-lint (its help: `lint`), -q."""
+    parser.add_argument("--out", required=True, metavar="DIR", help="output directory (created)")
+    if force:
+        parser.add_argument("--force", action="store_true", help="write into a non-empty directory of other files")
+    parser.add_argument("--no-lint", action="store_true", help=lint)
+    parser.add_argument("-q", "--quiet", action="store_true", help=quiet)
+
+
 def _add_ocp_arguments(parser: argparse.ArgumentParser) -> None:
     """The options that choose a model and change its default scenario's discretisation."""
     parser.add_argument("--model", required=True,
@@ -172,11 +181,8 @@ def _add_mpc(sub: "argparse._SubParsersAction[_Parser]") -> None:
     mpc.add_argument("--noise", type=_nonnegative_float, metavar="STD",
                      help="standard deviation of additive process noise on every state")
     mpc.add_argument("--seed", type=_nonnegative_int, help="seed of --noise (default 0)")
-    mpc.add_argument("--out", required=True, metavar="DIR", help="output directory (created)")
-    mpc.add_argument("--force", action="store_true", help="write into a non-empty directory of other files")
-    mpc.add_argument("--no-lint", action="store_true",
-                     help="do not warn when the OCP's step is outside its stability region at x0")
-    mpc.add_argument("-q", "--quiet", action="store_true", help="no progress lines or bar")
+    _add_output_arguments(mpc, lint="do not warn when the OCP's step is outside its stability region at x0",
+                          quiet="no progress lines or bar")
 
 
 def _add_controller(sub: "argparse._SubParsersAction[_Parser]") -> None:
@@ -205,11 +211,8 @@ def _add_controller(sub: "argparse._SubParsersAction[_Parser]") -> None:
                      help="closed loop vs the Python RTIController (exit 1 on mismatch, nothing written)")
     ctl.add_argument("--check-steps", type=_sim_steps, help="closed-loop samples of --check (default 40)")
     ctl.add_argument("--name", help="C prefix (default the model's name): NAME_mpc.c, NAME_mpc.h")
-    ctl.add_argument("--out", required=True, metavar="DIR", help="output directory (created)")
-    ctl.add_argument("--force", action="store_true", help="write into a non-empty directory of other files")
-    ctl.add_argument("--no-lint", action="store_true",
-                     help="do not warn when the step is outside its stability region at x0")
-    ctl.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    _add_output_arguments(ctl, lint="do not warn when the step is outside its stability region at x0",
+                          quiet="no progress lines")
 
 
 def _add_sweep(sub: "argparse._SubParsersAction[_Parser]") -> None:
@@ -236,6 +239,5 @@ def _add_sweep(sub: "argparse._SubParsersAction[_Parser]") -> None:
     swp.add_argument("--scheduler", metavar="ADDRESS", help="a running Dask scheduler, e.g. tcp://10.0.0.5:8786")
     swp.add_argument("--workers", type=_count(4096), help="local worker processes (1: this process)")
     swp.add_argument("--resume", action="store_true", help="complete the interrupted sweep in --out")
-    swp.add_argument("--out", required=True, metavar="DIR", help="output directory (created)")
-    swp.add_argument("--no-lint", action="store_true", help="do not warn when the step is outside its stability region")
-    swp.add_argument("-q", "--quiet", action="store_true", help="no progress")
+    _add_output_arguments(swp, lint="do not warn when the step is outside its stability region",
+                          quiet="no progress", force=False)
