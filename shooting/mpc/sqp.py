@@ -28,6 +28,7 @@ is what both report.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -127,7 +128,7 @@ def sqp(x: FloatArray, u: FloatArray, qp_step: Callable[[FloatArray, FloatArray]
     tol = {**SQP_TOLERANCES["double"], **(tolerances or {})}
     nu_pen, step_size = 0.0, np.inf
     x, u = np.array(x, dtype=float), np.array(u, dtype=float)
-    history: list[tuple[float, float]] = []  # (J, V) of the last NONMONOTONE iterates
+    history: deque[tuple[float, float]] = deque(maxlen=NONMONOTONE)  # (J, V) of the last NONMONOTONE iterates
     for it in range(max_iter + 1):
         scale = 1.0 + max(np.abs(x).max(initial=0.0), np.abs(u).max(initial=0.0))
         defect = float(np.abs(defects(x, u)).max(initial=0.0)) / scale
@@ -144,7 +145,7 @@ def sqp(x: FloatArray, u: FloatArray, qp_step: Callable[[FloatArray, FloatArray]
         V = float(np.abs(defects(x, u)).sum())
         J = objective(x, u)
         phi = J + nu_pen * V
-        history = [*history[1 - NONMONOTONE:], (J, V)] if NONMONOTONE > 1 else [(J, V)]
+        history.append((J, V))
         reference = max(Jh + nu_pen * Vh for Jh, Vh in history)
         pred = max(qp.model_decrease + nu_pen * V, 0.0)
         alpha = 1.0
