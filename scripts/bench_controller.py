@@ -297,6 +297,11 @@ def growth_table(horizons: tuple[int, ...], steps: int, board_steps: int, work: 
         flash, ram = (flash, ram) if board else (np.nan, np.nan)
         print(f"{horizon:>4} {flash:>8} {ram:>8} {ram / (rows[1][2] if board else np.nan):>9.2f} "
               f"{host:>11.1f} {instr:>12.0f} {instr * CYCLES_PER_INSTRUCTION / M4_HZ * 1e3:>9.3f}", flush=True)
+    if board and len(rows) == 4:  # the full run: N = 20, 50, 100, 200
+        ratio, ram_200 = rows[3][2] / rows[1][2], rows[3][2]
+        verdict = "PASS" if ratio <= 4.5 and ram_200 <= 64 * 1024 else "FAIL"
+        print(f"target: RAM at N = {rows[3][0]} at most 4.5x that at N = {rows[1][0]} and at most 64 KiB "
+              f"(65536 B): {verdict} ({ratio:.2f}x, {ram_200} B)")
     print()
 
 

@@ -482,6 +482,10 @@ def solve_stage_qp(qp: StageQP, *, x_guess: npt.ArrayLike | None = None, u_guess
 def _update(P: _Problem, it: _Iterate, step: tuple, *, undo: bool, factors: _Factors | None = None) -> None:
     ap, ad, (dt, dlam, ds, dlam_s), dx, du = step
     sign = -1.0 if undo else 1.0
+    if undo:
+        # The C keeps no dt (@{p}_side_dt recomputes it from the point it stands at): undoing reads it after
+        # the step, dt - ap r (r the residual before it), and so does this twin.
+        dt = _row_values(P, dx, du) + _side_slack(P, ds) + _side_residual(P, it)
     if factors is not None and not undo:  # pi_k = L L' dx_{k+1} + p_{k+1}: the full Newton step (as the C)
         it.pi = np.einsum("kij,kj->ki", factors.L, np.einsum("kji,kj->ki", factors.L, dx[1:])) + factors.p
     it.x[1:] += sign * ap * dx[1:]
