@@ -51,8 +51,8 @@ import numpy as np
 import shooting
 from benchkit import NAME_WIDTH, Skip, add_models_option, model_rows, nominal_args, selected_models
 from shooting.codegen import export_controller, export_integrator, load_controller, load_step, qemu_mps2
-from shooting.codegen.controller_c import ControllerSpec, controller_spec, generate_controller
-from shooting.codegen.controller_check import CYCLES_PER_INSTRUCTION, M4_HZ, board_loop
+from shooting.controller.c_source import ControllerSpec, controller_spec, generate_controller
+from shooting.controller.check import CYCLES_PER_INSTRUCTION, M4_HZ, board_loop
 
 ACADOS_US = {"regulation": 77.0, "swing-up": 437.0}
 

@@ -29,7 +29,7 @@ from benchkit import NAME_WIDTH, add_models_option, selected_models  # noqa: E40
 _CHILD = textwrap.dedent("""
     import json, resource, sys, time
     import shooting
-    from shooting.codegen.controller_c import controller_spec, generate_controller
+    from shooting.controller.c_source import controller_spec, generate_controller
     spec, steps = sys.argv[1], int(sys.argv[2])
     model = shooting.load_model(spec)
     scenario = shooting.default_scenario(model).with_changes(horizon=4, steps=steps)

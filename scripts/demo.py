@@ -18,8 +18,8 @@ import numpy as np
 
 import shooting
 from shooting.codegen import export_controller, export_integrator, load_controller, qemu_mps2, toolchain
-from shooting.codegen.controller_c import controller_spec, generate_controller
-from shooting.codegen.controller_check import board_loop
+from shooting.controller.c_source import controller_spec, generate_controller
+from shooting.controller.check import board_loop
 from shooting.mpc import run_scenario
 
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "codegen_out" / "demo"

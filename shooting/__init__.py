@@ -1,14 +1,17 @@
 """shooting: Runge-Kutta integrators with exact sensitivities on CasADi, C for microcontrollers, and MPC.
 
-The flat public API over four subpackages that import in one direction,
-``tableaus -> integrate -> {codegen, mpc} -> cli``:
+The flat public API over subpackages that import in one direction,
+``tableaus -> integrate -> {codegen, qp -> mpc} -> controller -> sweeps -> cli``:
 
 - `shooting.tableaus`: exact, verified Butcher tableaus (no CasADi);
 - `shooting.integrate`: `build_integrator`, a tableau and a `Model` become one
   `casadi.Function` (x, u, p, t0, dt) -> (x_next, A, B[, err]);
 - `shooting.codegen`: that Function as verified, heap-free C
   (`shooting.codegen.export_integrator`);
+- `shooting.qp`: the stage-wise QP and its interior-point Riccati solver (numpy);
 - `shooting.mpc`: multiple-shooting OCPs, real-time iterations, closed loops;
+- `shooting.controller`: the MPC controller as verified C (`export_controller`,
+  `load_controller`, also reachable as `shooting.codegen.export_controller`);
 - `shooting.sweeps`: `sweep`, many closed loops over drawn cases on Dask.
 
 Names load on first use (PEP 562): ``import shooting`` is cheap, and the CLI
@@ -22,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from shooting import codegen as codegen
+    from shooting import controller as controller
     from shooting import integrate as integrate
     from shooting import mpc as mpc
     from shooting import tableaus as tableaus
@@ -68,7 +72,7 @@ if TYPE_CHECKING:
     )
 
 # Where each public name lives: `__getattr__` imports it on first use.
-_SUBPACKAGES = ("codegen", "integrate", "mpc", "tableaus")
+_SUBPACKAGES = ("codegen", "controller", "integrate", "mpc", "tableaus")
 _HOMES = {
     **{name: "shooting.integrate" for name in ("StabilityReport", "StepInfo", "build_integrator", "check_stability",
                                                "step_info")},

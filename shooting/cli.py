@@ -262,7 +262,7 @@ def cmd_controller(args: argparse.Namespace) -> int:
 
 
 def _run_controller(args: argparse.Namespace) -> int:
-    from shooting.codegen import check_controller_export, export_controller
+    from shooting.controller import check_controller_export, export_controller
 
     progress = _Progress(args.quiet)
     slack = [("--slack-l1", args.slack_l1 is not None), ("--slack-l2", args.slack_l2 is not None)]

@@ -22,10 +22,14 @@ ALLOWED = {
     "integrate": {"foundation", "tableaus", "model"},
     "mpc": {"foundation", "tableaus", "model", "integrate", "qp"},
     "codegen": {"foundation", "model", "integrate", "mpc", "qp"},
-    "sweeps": {"foundation", "model", "mpc", "codegen"},
-    "cli": {"foundation", "tableaus", "model", "integrate", "mpc", "codegen", "sweeps"},
+    "controller": {"foundation", "model", "integrate", "mpc", "qp", "codegen"},
+    "sweeps": {"foundation", "model", "mpc", "codegen", "controller"},
+    "cli": {"foundation", "tableaus", "model", "integrate", "mpc", "codegen", "controller", "sweeps"},
     "models": {"foundation", "model", "mpc"},
 }
+# The one import against the direction, by design: codegen's package forwards the contract's controller names
+# (``from shooting.codegen import export_controller``, their first home) to the controller on first use.
+FORWARDS = {("shooting.codegen", "shooting.controller")}
 
 
 def _layer(module: str) -> str | None:
@@ -35,7 +39,7 @@ def _layer(module: str) -> str | None:
         return "model"
     if module in {"shooting.cli", "shooting._cli_parser"}:
         return "cli"
-    for name in ("tableaus", "integrate", "mpc", "codegen", "qp", "models", "sweeps"):
+    for name in ("tableaus", "integrate", "mpc", "codegen", "controller", "qp", "models", "sweeps"):
         if module == f"shooting.{name}" or module.startswith(f"shooting.{name}."):
             return name
     return None  # the package root: not a layer
@@ -188,6 +192,8 @@ def test_layers_import_downwards_only():
     bad = []
     for source, target, line in _scan().edges:
         src, dst = _layer(source), _layer(target)
+        if (source, target) in FORWARDS:
+            continue
         if src is not None and dst is not None and dst != src and dst not in ALLOWED[src]:
             bad.append(f"{source} ({src}) -> {target} ({dst})  at {_where(source, line)}")
     assert not bad, "imports against the layer direction:\n" + "\n".join(sorted(set(bad)))
@@ -211,7 +217,8 @@ def test_tableaus_do_not_import_casadi():
 def test_module_and_function_sizes():
     bad = []
     for module, path in _modules().items():
-        if path.name == "__init__.py" or module.startswith(("shooting.models", "shooting.codegen.templates")):
+        if path.name == "__init__.py" or module.startswith(("shooting.models", "shooting.codegen.templates",
+                                                                 "shooting.controller.templates")):
             continue
         text = path.read_text(encoding="utf-8")
         if (lines := len(text.splitlines())) > MAX_MODULE_LINES:

@@ -23,8 +23,8 @@ import pytest
 import shooting
 from shooting.cli import main
 from shooting.codegen import export_controller, export_integrator, load_controller, load_step, qemu_mps2, toolchain
-from shooting.codegen.controller_c import controller_spec, generate_controller
-from shooting.codegen.controller_check import board_loop, compare_inputs, host_loop, reference_loop
+from shooting.controller.c_source import controller_spec, generate_controller
+from shooting.controller.check import board_loop, compare_inputs, host_loop, reference_loop
 
 # Under CI=true a missing tool fails the tests instead of skipping them.
 CI = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
@@ -247,7 +247,7 @@ def test_what_the_c_cannot_do_is_refused(cartpole: shooting.Model, tmp_path: Pat
 def test_a_failed_check_writes_nothing_and_exits_1(swingup: shooting.MultipleShootingOCP, tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
                                                    ) -> None:
-    import shooting.codegen.controller_check as check
+    import shooting.controller.check as check
 
     monkeypatch.setattr(check, "TOLERANCE_SAFETY", 0.0)  # nothing can pass
     monkeypatch.setitem(check.TOLERANCE_FLOOR, "double", 0.0)
@@ -350,7 +350,7 @@ def test_quadrotor_point_to_point_on_the_board() -> None:
 def test_input_errors_are_measured_on_the_input_range() -> None:
     """Where every input sits at a zero bound (a fed-batch feed, a heat pump off), an error of 5e-13 is 5e-13 of
     the range, not 1.0 of the (vanishing) largest input."""
-    from shooting.codegen.controller_check import input_scale
+    from shooting.controller.check import input_scale
 
     model = shooting.load_model("cartpole")
     ocp = shooting.MultipleShootingOCP(model, 5, dt=0.05, u_min=[0.0], u_max=[40.0])

@@ -15,7 +15,7 @@ import pytest
 
 import shooting
 from qp_reference import random_qp, solve_reference
-from shooting.codegen.ocp_qp import HostOCPQP
+from shooting.controller.ocp_qp import HostOCPQP
 from shooting.mpc.rti_stage import StageQPBuilder
 from shooting.qp import OCPQPSizes, StageQP, StageQPResult, shifted_result, solve_stage_qp
 

@@ -66,7 +66,7 @@ def _sweep(out: Path, progress: object) -> None:
 #: stderr even when it is not a terminal (the closed loop's bar does not).
 CALLS: dict[str, tuple[Callable[[Path, object], None], bool]] = {
     "shooting.codegen.export_integrator": (_integrator, True),
-    "shooting.codegen.export_controller": (_controller, True),
+    "shooting.controller.export_controller": (_controller, True),
     "shooting.mpc.simulate_closed_loop": (_closed_loop, False),
     "shooting.mpc.run_scenario": (_scenario, True),
     "shooting.sweeps.sweep": (_sweep, True),
@@ -75,7 +75,8 @@ CALLS: dict[str, tuple[Callable[[Path, object], None], bool]] = {
 
 def _public_functions_with_progress() -> set[str]:
     found = set()
-    for module in (shooting, shooting.codegen, shooting.mpc, shooting.integrate, shooting.tableaus):
+    for module in (shooting, shooting.codegen, shooting.controller, shooting.mpc, shooting.integrate,
+                   shooting.tableaus):
         for name in module.__all__:
             obj: Any = getattr(module, name)
             members = [(name, obj)]

@@ -22,8 +22,8 @@ import pytest
 
 import shooting
 from shooting.codegen import export_controller, toolchain
-from shooting.codegen.controller_c import controller_spec, generate_controller
-from shooting.codegen.controller_check import compare_inputs, host_loop, reference_loop
+from shooting.controller.c_source import controller_spec, generate_controller
+from shooting.controller.check import compare_inputs, host_loop, reference_loop
 
 Warn = shooting.ReferenceBeyondBoundsWarning
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import shooting
-from shooting.codegen.controller_c import controller_spec
+from shooting.controller.c_source import controller_spec
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 #: Imported by the benchmarks; run alone, each prints what it offers.

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import shooting
-from shooting.codegen.controller_c import controller_spec, generate_controller
+from shooting.controller.c_source import controller_spec, generate_controller
 from shooting.integrate.integrator import HOST_UNROLL_STEPS
 from shooting.mpc.rti_stage import StageQPBuilder
 
@@ -89,7 +89,7 @@ def test_controller_c_does_not_grow_with_substeps(cartpole):
 _CHILD = textwrap.dedent("""
     import json, resource, sys, time
     import shooting
-    from shooting.codegen.controller_c import generate_controller, controller_spec
+    from shooting.controller.c_source import generate_controller, controller_spec
     steps = int(sys.argv[1])
     model = shooting.load_model("cartpole")
     scenario = shooting.default_scenario(model).with_changes(horizon=4, steps=steps)

@@ -1,20 +1,40 @@
-"""C for microcontrollers: integrator steps and whole MPC controllers as verified, heap-free C99.
+"""C for microcontrollers: integrator steps as verified, heap-free C99.
 
-`export_controller` turns a `MultipleShootingOCP` into a real-time-iteration
-controller in C (linearisation, the stage-wise QP by an interior point with a Riccati recursion; see
-`shooting.codegen.controller`); `load_step` and `load_controller` call the
-generated C from Python (software in the loop). `export_integrator` is the
-integrator pipeline as one call (C files, host and
+`export_integrator` is the integrator pipeline as one call (C files, host and
 emulated Cortex-M4 checks, flash and RAM, manifest, safe install); the
 pieces are `generate_c` (text of the files, from `CEmitter`), the toolchain
 runners (`shooting.codegen.toolchain`, `shooting.codegen.qemu_mps2`) and the
-checks (`shooting.codegen.verify`). Nothing here knows about tableaus.
+checks (`shooting.codegen.verify`); `load_step` calls an exported step from
+Python (software in the loop). Nothing here knows about tableaus.
+
+The MPC controller as C lives in `shooting.controller`, a layer above this
+one (it writes its C through this package's emitter and toolchain). Its
+contract names keep this package as an address too
+(``from shooting.codegen import export_controller, load_controller``): they
+are looked up there on first use.
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 from shooting.codegen.c_files import CExport, generate_c
-from shooting.codegen.controller import check_controller_export, export_controller
 from shooting.codegen.pipeline import ExportReport, check_export, export_integrator
-from shooting.codegen.sil import HostController, HostStep, load_controller, load_step
+from shooting.codegen.sil import HostStep, load_step
+
+#: Names of `shooting.controller` that this package also answers to (the contract's first home of them).
+CONTROLLER_NAMES = ("HostController", "check_controller_export", "export_controller", "load_controller")
 
 __all__ = ["CExport", "ExportReport", "HostController", "HostStep", "check_controller_export", "check_export",
            "export_controller", "export_integrator", "generate_c", "load_controller", "load_step"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in CONTROLLER_NAMES:
+        # The one reference upwards, made on first use only (PEP 562): the controller's contract names.
+        import shooting.controller as controller
+
+        value = getattr(controller, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'shooting.codegen' has no attribute {name!r}")

@@ -2,7 +2,7 @@
 
 `StageQP` holds one problem as numpy arrays; `solve_stage_qp` is the solver
 in numpy (the Python `RTIController`'s exact QP); ``templates/`` hold the same
-method as C, which `shooting.codegen.ocp_qp` renders for the exported controller.
+method as C, which `shooting.controller.ocp_qp` renders for the exported controller.
 The two are the same algorithm, named alike, checked against each other and
 against Clarabel by the tests. Lower than mpc and controller: both use it.
 """

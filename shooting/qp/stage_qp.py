@@ -7,7 +7,7 @@
                lg - s <= C_k x_k + D_k u_k <= ug + s,  lgN - s <= CN x_N <= ugN + s,  s >= 0
 
 (s = 0 on hard sides; an infinite bound is no side). `shooting.qp.ipm` solves
-it in numpy; `templates/` hold the same method as C (`shooting.codegen.ocp_qp`).
+it in numpy; `templates/` hold the same method as C (`shooting.controller.ocp_qp`).
 """
 
 from __future__ import annotations

@@ -72,7 +72,7 @@ def _read(folder: Path, names: list[str]) -> dict[str, str]:
 
 
 def _exported(ocp: MultipleShootingOCP, scenario: Scenario) -> ControllerChoice:
-    from shooting.codegen import export_controller
+    from shooting.controller import export_controller
 
     folder = Path(tempfile.mkdtemp(prefix="shooting_sweep_c_"))
     try:

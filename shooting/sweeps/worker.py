@@ -88,7 +88,7 @@ def _build(spec: SweepSpec) -> _Built:
     with ca.global_unpickle_context():
         model = pickle.loads(spec.model)  # noqa: S301 - our own bytes, from the sweep that submitted the case
     if spec.controller == "c":
-        from shooting.codegen import load_controller  # (the C toolchain only where a C controller runs)
+        from shooting.controller import load_controller  # (the C toolchain only where a C controller runs)
 
         folder = Path(tempfile.mkdtemp(prefix="shooting_sweep_c_"))
         for name, text in spec.c_files.items():

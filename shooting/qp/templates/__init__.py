@@ -1,1 +1,1 @@
-"""C templates of the stage-wise QP solver (data files; `shooting.codegen.ocp_qp` renders them)."""
+"""C templates of the stage-wise QP solver (data files; `shooting.controller.ocp_qp` renders them)."""

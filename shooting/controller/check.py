@@ -32,11 +32,11 @@ import numpy.typing as npt
 
 from shooting.codegen import qemu_mps2
 from shooting.codegen.c_files import CExport, generate_c
-from shooting.codegen.controller_c import ControllerSpec
 from shooting.codegen.emitter import literal
 from shooting.codegen.rounding import UNIT_ROUNDOFF, rounding_spread
-from shooting.codegen.sil import CONTROLLER_STATUS, load_controller
 from shooting.codegen.toolchain import ToolchainError, first_error_line
+from shooting.controller.c_source import ControllerSpec
+from shooting.controller.host import CONTROLLER_STATUS, load_controller
 from shooting.integrate.integrator import build_integrator
 from shooting.mpc.ocp import MultipleShootingOCP
 from shooting.mpc.rti import RTIController

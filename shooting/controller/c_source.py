@@ -9,7 +9,7 @@ Python): the OCP's quadratic cost, the dynamics linearised with the
 integrator's exact A and B, hard input bounds, hard or soft state bounds, the
 rate penalty on a state augmented with the previous input. The QP keeps its
 stages and is solved by the interior-point Riccati method of `shooting.qp`
-(C from `shooting.codegen.ocp_qp`): time and memory linear in the horizon.
+(C from `shooting.controller.ocp_qp`): time and memory linear in the horizon.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from shooting._files import GENERATOR
 from shooting._version import VERSION
 from shooting.codegen.c_files import CExport
 from shooting.codegen.emitter import CEmitter, literal
-from shooting.codegen.ocp_qp import ocp_qp_source
-from shooting.codegen.templates import render
+from shooting.codegen.templates import render, render_from
+from shooting.controller.ocp_qp import ocp_qp_source
 from shooting.integrate.integrator import build_integrator
 from shooting.model import Model
 from shooting.mpc.costs import CONVEXIFY_TAU
@@ -47,6 +47,9 @@ from shooting.mpc.sqp import (
 )
 from shooting.options import REALS, Real
 from shooting.qp import OCP_QP_TOLERANCES, OCPQPSizes
+
+#: The package of this module's C templates (mpc.c.in, mpc.h.in).
+TEMPLATES = "shooting.controller.templates"
 
 __all__ = ["MAX_QP_ITERATIONS", "ControllerSpec", "GuessNotSolved", "controller_files", "controller_spec",
            "generate_controller"]
@@ -340,9 +343,9 @@ def generate_controller(spec: ControllerSpec, name: str, *, real: Real = "double
                   RK_LEN=N * z.nu * z.nu if cost else 1, HNK_LEN=z.nx * z.nx if cost_n else 1,
                   QK_LEN=(N + 1) * z.nx if cost or cost_n else 1, RKG_LEN=N * z.nu if cost or cost_n else 1)
     inf = np.inf
-    source = render(
-        "mpc.c.in", **{k: values[k] for k in ("name", "NAME", "version", "NX", "NU", "NP", "NP_1", "N", "NXQ",
-                                              "NBX", "G_LEN")},
+    source = render_from(
+        TEMPLATES, "mpc.c.in",
+        **{k: values[k] for k in ("name", "NAME", "version", "NX", "NU", "NP", "NP_1", "N", "NXQ", "NBX", "G_LEN")},
         NZ=model.nz, NZ_1=max(model.nz, 1), z0=_values(model.z0 if model.nz else [0.0], real),
         NG=ng, NGN=ngN, NG_1=max(ng, 1), NGN_1=max(ngN, 1), **fn, has_cost=int(cost), has_cost_n=int(cost_n),
         convex_tau=literal(CONVEXIFY_TAU[real], real), fs="f" if real == "float" else "",
@@ -414,8 +417,9 @@ def _header(spec: ControllerSpec, values: dict[str, Any], real: Real, emitter: C
     reentrancy = "\n * ".join(textwrap.wrap(reentrancy, 96))
     accuracy = (f"the export's check allowed {tolerance:.1e} of each input's range between this build and the "
                 f"double Python RTI" if tolerance is not None else "not checked at export")
-    return render(
-        "mpc.h.in", **values, model=model.name, dt=f"{spec.dt:g}", time_unit=model.time_unit, method=spec.method,
+    return render_from(
+        TEMPLATES, "mpc.h.in", **values, model=model.name, dt=f"{spec.dt:g}", time_unit=model.time_unit,
+        method=spec.method,
         steps=spec.steps, real=real, slack_cost=slack_cost, state_bounds=state_bounds, guess_origin=spec.guess_origin,
         p0_text=np.array2string(spec.p0, precision=6, separator=", ") if model.np else "(none)",
         warm_text=" from the last one's, shifted" if WARM_START else " cold too, from the shifted prediction",

@@ -22,14 +22,16 @@ import numpy as np
 from shooting import _files, _validate
 from shooting.codegen import toolchain
 from shooting.codegen.c_files import CExport
-from shooting.codegen.controller_c import (
+from shooting.codegen.pipeline import ExportReport, ExportRuns, require_tools
+from shooting.codegen.verify import CheckReport
+from shooting.controller.c_source import (
     ControllerSpec,
     GuessNotSolved,
     controller_files,
     controller_spec,
     generate_controller,
 )
-from shooting.codegen.controller_check import (
+from shooting.controller.check import (
     TOLERANCE_FLOOR,
     TOLERANCE_SAFETY,
     LoopRun,
@@ -41,8 +43,6 @@ from shooting.codegen.controller_check import (
     input_tolerance,
     reference_loop,
 )
-from shooting.codegen.pipeline import ExportReport, ExportRuns, require_tools
-from shooting.codegen.verify import CheckReport
 from shooting.mpc.ocp import MultipleShootingOCP
 from shooting.options import REALS, TARGETS, Real, Target
 
@@ -210,7 +210,7 @@ def export_controller(
         on the emulated Cortex-M4 for that target) and compare the first
         `CHECK_SAMPLES` inputs with `RTIController` on each input's bound range,
         within a tolerance derived from the precision and the problem's
-        conditioning (`shooting.codegen.controller_check.input_tolerance`,
+        conditioning (`shooting.controller.check.input_tolerance`,
         recorded in the manifest and the header). A failure writes nothing.
     force : bool
         Add our files to a directory that holds other files.
