@@ -50,6 +50,7 @@ import numpy as np
 
 import shooting
 from benchkit import NAME_WIDTH, Skip, add_models_option, model_rows, nominal_args, selected_models
+from chain_mass import chain_model, chain_ocp
 from shooting.codegen import export_controller, export_integrator, load_controller, load_step, qemu_mps2
 from shooting.controller.c_source import ControllerSpec, controller_spec, generate_controller
 from shooting.controller.check import CYCLES_PER_INSTRUCTION, M4_HZ, board_loop
@@ -305,15 +306,77 @@ def growth_table(horizons: tuple[int, ...], steps: int, board_steps: int, work: 
     print()
 
 
+def target_row(label: str, ocp: shooting.MultipleShootingOCP, steps: int, work: Path) -> dict[str, float]:
+    """One controller exported in float for the Cortex-M4 and checked there (its closed loop against the double
+    Python RTI): sizes, instructions, QP iterations and the float-vs-double input error, printed and returned."""
+    report = export_controller(ocp, work / label.replace(" ", "_"), real="float", target="cortex-m4", check=True,
+                               check_steps=steps, force=True)
+    board = report.manifest.get("check_cortex_m4", {})
+    med, mx = board.get("instructions_per_sample_median", np.nan), board.get("instructions_per_sample_max", np.nan)
+    row = {"flash": float(report.flash or np.nan), "ram": float(report.ram or np.nan),
+           "ms": med * CYCLES_PER_INSTRUCTION / M4_HZ * 1e3, "error": board.get("input_error", np.nan)}
+    print(f"{label:<22} {ocp.horizon:>3} {row['flash']:>8.0f} {row['ram']:>8.0f} {med:>10.0f} {mx:>10.0f} "
+          f"{row['ms']:>7.3f} {mx * CYCLES_PER_INSTRUCTION / M4_HZ * 1e3:>7.3f} "
+          f"{board.get('qp_iterations_median', np.nan):>6.0f} {board.get('qp_iterations_max', -1):>6d} "
+          f"{row['error']:>9.1e} {board.get('input_tolerance', np.nan):>9.1e} {'ok' if report.ok else 'FAIL':>5}",
+          flush=True)
+    return row
+
+
+def verdict(passed: bool) -> str:
+    return "PASS" if passed else "FAIL"
+
+
+def targets_table(steps: int, host_steps: int, work: Path) -> None:
+    """Table 7: issue 15's speed and memory targets, each measured on its own problem (float on the board)."""
+    if not have_board():
+        print("7. Targets on the Cortex-M4: skipped (needs arm-none-eabi-gcc, newlib and qemu-system-arm)")
+        return
+    print(f"7. Targets: float on the emulated Cortex-M4, checked in closed loop ({steps} samples) against the "
+          f"double Python RTI (error on each input's bound range); ms at 168 MHz")
+    print(f"{'problem':<22} {'N':>3} {'flash B':>8} {'RAM B':>8} {'instr med':>10} {'instr max':>10} "
+          f"{'ms med':>7} {'ms max':>7} {'QP med':>6} {'QP max':>6} {'u error':>9} {'allowed':>9} {'check':>5}")
+    cp_model, quad_model = (shooting.load_model(name) for name in ("cartpole", "quadrotor"))
+    chain = chain_model(5)
+    cp = target_row("cartpole swing-up", controller_ocp(cp_model, 20)[0], steps, work)
+    quad_horizon = shooting.default_scenario(quad_model).problem.horizon
+    quad = target_row("quadrotor (default N)", controller_ocp(quad_model, quad_horizon)[0], steps, work)
+    ch = target_row("chain of 5 masses", chain_ocp(chain, 20), steps, work)
+    kib = 1024
+    print(f"target: cart-pole N = 20 at most 0.5 ms per sample and 12 KiB RAM: {verdict(cp['ms'] <= 0.5)} "
+          f"({cp['ms']:.2f} ms), {verdict(cp['ram'] <= 12 * kib)} ({cp['ram']:.0f} B)")
+    print(f"target: quadrotor N = {quad_horizon} at most 10 ms, 64 KiB RAM, 96 KiB flash: "
+          f"{verdict(quad['ms'] <= 10)} ({quad['ms']:.1f} ms), {verdict(quad['ram'] <= 64 * kib)} "
+          f"({quad['ram']:.0f} B), {verdict(quad['flash'] <= 96 * kib)} ({quad['flash']:.0f} B)")
+    print(f"target: the {chain.nx}-state chain N = 20 at most 96 KiB RAM: {verdict(ch['ram'] <= 96 * kib)} "
+          f"({ch['ram']:.0f} B)")
+    regulation = np.array([0.0, 0.3, 0.0, 0.0])
+    host_us = {}
+    for horizon in (20, 100):
+        ocp, _ = controller_ocp(cp_model, horizon)
+        folder = work / f"target_host_{horizon}"
+        assert export_controller(ocp, folder, x0=regulation, force=True).ok
+        traj = shooting.simulate_closed_loop(load_controller(folder), regulation, host_steps, progress=False)
+        host_us[horizon] = float(np.median(traj.solve_time[1:])) * 1e6
+    print(f"target: host C double, cart-pole regulation, N = 20 at most 10 us per sample (median): "
+          f"{verdict(host_us[20] <= 10)} ({host_us[20]:.1f} us); N = 100 at most 5x N = 20: "
+          f"{verdict(host_us[100] <= 5 * host_us[20])} ({host_us[100] / host_us[20]:.2f}x)")
+    print()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer samples (for the tests)")
+    parser.add_argument("--targets-only", action="store_true", help="only table 7 (issue 15's targets)")
     add_models_option(parser)
     args = parser.parse_args(argv)
     models = selected_models(parser, args)
     print(f"casadi {ca.__version__}, shooting {shooting.__version__}, python {sys.version.split()[0]}\n")
     horizon = 10 if args.quick else 20
     with tempfile.TemporaryDirectory(prefix="bench_controller_") as tmp:
+        if args.targets_only:
+            targets_table(40, 100, Path(tmp))
+            return 0
         host_table(models, horizon, 10 if args.quick else 100, Path(tmp))
         step_table(models, Path(tmp), 200 if args.quick else 5000)
         board_table(models, horizon, 5 if args.quick else 100)
@@ -322,6 +385,8 @@ def main(argv: list[str] | None = None) -> int:
             constraint_table(horizon, 10 if args.quick else 100, 5 if args.quick else 40, Path(tmp))
             growth_table((10, 20) if args.quick else (20, 50, 100, 200), 10 if args.quick else 60,
                          3 if args.quick else 10, Path(tmp))
+            if not args.quick and any(m.name == "quadrotor" for m in models):
+                targets_table(40, 100, Path(tmp))
     return 0
 
 

@@ -385,8 +385,15 @@ def _leave(code: int) -> NoReturn:
     (temporary build folders) and the streams' flush run first, shielded.
     """
     with _interrupt.shielded():
+        hook = sys.unraisablehook
+        if code == 130 or _interrupt.requested():
+            # An exit handler may meet what the interrupt left half-built (logging's shutdown flushing a
+            # StreamHandler whose stream was never set was seen in a sweep's Dask start): the one line
+            # "interrupted" says it all, so what such a handler raises is not printed.
+            sys.unraisablehook = lambda unraisable: None
         with contextlib.suppress(Exception):
             atexit._run_exitfuncs()
+        sys.unraisablehook = hook
         if code != 130 and _interrupt.requested():  # the last instants: the run is complete, still 130
             _interrupt.acknowledge()
             print("shooting-codegen: interrupted", file=sys.stderr)
