@@ -83,7 +83,7 @@ def test_stack_usage_parsing_and_call_chains() -> None:
         "/src/gen.c:50:6:alloca_bounded\t64\tdynamic,bounded\n"
     )
     frames, dynamic = toolchain._parse_stack_usage(su)
-    assert frames == {"outer": 48, "inner.constprop.0": 24, "vla": 16, "alloca_bounded": 64}
+    assert frames == {"outer": 48, "inner.constprop": 24, "vla": 16, "alloca_bounded": 64}
     assert dynamic == ["vla", "alloca_bounded"]
 
     # No call graph: the largest single frame.
@@ -95,6 +95,22 @@ def test_stack_usage_parsing_and_call_chains() -> None:
     stack, _, warnings = toolchain._worst_stack({"a": 8, "b": 16}, {"a": ["b"], "b": ["a"]}, set())
     assert stack == 24
     assert warnings and "recursion" in warnings[0]
+
+
+def test_call_chains_join_the_names_gcc_writes_in_its_two_reports() -> None:
+    """-fstack-usage writes a static clone as ``step.constprop``, -fcallgraph-info as ``gen.c:step.constprop.0``:
+    the chain feedback -> linearise -> step must add all three frames (it once counted the largest alone)."""
+    su = ("/src/gen.c:12:12:step.constprop\t2024\tstatic\n"
+          "/src/gen.c:90:12:linearise.constprop\t1104\tstatic\n"
+          "/src/gen.c:140:5:feedback\t48\tstatic\n")
+    ci = ('node: { title: "gen.c:step.constprop.0" label: "step.constprop" }\n'
+          'edge: { sourcename: "gen.c:linearise.constprop.0" targetname: "gen.c:step.constprop.0" label: "x" }\n'
+          'edge: { sourcename: "feedback" targetname: "gen.c:linearise.constprop.0" label: "y" }\n'
+          'edge: { sourcename: "gen.c:linearise.constprop.0" targetname: "memcpy" }\n')
+    frames, _ = toolchain._parse_stack_usage(su)
+    graph = toolchain._parse_callgraph_info(ci)
+    stack, external, warnings = toolchain._worst_stack(frames, graph, {"memcpy"})
+    assert (stack, external, warnings) == (48 + 1104 + 2024, ["memcpy"], [])
 
 
 def test_double_precision_symbols() -> None:

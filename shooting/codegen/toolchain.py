@@ -8,13 +8,11 @@ Dependency-free (standard library only) helpers for the C exporter and its
   single-precision FPU (`M4_CFLAGS`), then flash/RAM from
   ``arm-none-eabi-size`` and the worst call-chain stack from GCC's
   ``-fstack-usage`` (`M4Size`).
-- `undefined_symbols` / `double_precision_symbols`: which library routines an
-  object needs, e.g. to prove that float-only code pulls in no software double
-  arithmetic (``__aeabi_dmul`` ...) and no double libm (``sin`` ...).
+- `undefined_symbols` / `double_precision_symbols`: which library routines an object
+  needs (float-only code: no ``__aeabi_dmul`` ..., no double libm ``sin`` ...).
 - Running on QEMU's emulated Cortex-M4 board lives in `shooting.codegen.qemu_mps2`.
 
-All tools are found on ``PATH``; a missing one raises `ToolchainError` whose
-message names the Debian package to install.
+All tools are found on ``PATH``; a missing one raises `ToolchainError` naming the Debian package.
 """
 
 from __future__ import annotations
@@ -329,6 +327,13 @@ class M4Size:
 
 _SU_LINE = re.compile(r"^(?P<file>.*?):(?P<line>\d+):(?P<col>\d+):(?P<name>.+)\t(?P<bytes>\d+)\t(?P<kind>\S+)\s*$")
 _CI_EDGE = re.compile(r'edge:\s*\{\s*sourcename:\s*"(?P<src>[^"]+)"\s*targetname:\s*"(?P<dst>[^"]+)"')
+#: GCC's -fstack-usage writes ``linearise.constprop``, its -fcallgraph-info ``file.c:linearise.constprop.0``:
+#: both become the first (`_function_name`), so that a call chain's frames add up.
+_FILE_PREFIX, _CLONE_NUMBER = re.compile(r"^.*:"), re.compile(r"\.\d+$")
+
+
+def _function_name(raw: str) -> str:
+    return _CLONE_NUMBER.sub("", _FILE_PREFIX.sub("", raw))
 
 
 def _parse_stack_usage(text: str) -> tuple[dict[str, int], list[str]]:
@@ -339,7 +344,7 @@ def _parse_stack_usage(text: str) -> tuple[dict[str, int], list[str]]:
         m = _SU_LINE.match(line)
         if m is None:
             continue
-        name = m["name"]
+        name = _function_name(m["name"])
         frames[name] = max(frames.get(name, 0), int(m["bytes"]))
         if m["kind"] != "static" and name not in dynamic:
             dynamic.append(name)
@@ -350,9 +355,9 @@ def _parse_callgraph_info(text: str) -> dict[str, list[str]]:
     """Parse the edges of a GCC ``-fcallgraph-info`` (``.ci``, VCG) file."""
     graph: dict[str, list[str]] = {}
     for m in _CI_EDGE.finditer(text):
-        callees = graph.setdefault(m["src"], [])
-        if m["dst"] not in callees:
-            callees.append(m["dst"])
+        callees = graph.setdefault(_function_name(m["src"]), [])
+        if _function_name(m["dst"]) not in callees:
+            callees.append(_function_name(m["dst"]))
     return graph
 
 

@@ -328,12 +328,14 @@ def generate_controller(spec: ControllerSpec, name: str, *, real: Real = "double
     tol = OCP_QP_TOLERANCES[real]
     nb = z.nbx
     weights = _qp_weights(spec)
+    ru2_inverse = _ru2_inverse(spec.R)
     N, ng, ngN = spec.horizon, z.ng, z.ngN
     values = dict(
         name=name, NAME=name.upper(), version=VERSION, NX=model.nx, NU=model.nu, NP=model.np,
         NP_1=max(model.np, 1), N=N, nv=spec.nv, max_iter=MAX_QP_ITERATIONS, NXQ=z.nx, NBX=nb,
         NXQ_RATE=(N + 1) * z.nx if spec.rate else 1, CG_LEN=max(N * ng * z.nx, 1), DG_LEN=max(N * ng * z.nu, 1),
         G_LEN=max(N * ng, 1), CN_LEN=max(ngN * z.nx, 1), GN_LEN=max(ngN, 1),
+        UREF_LEN=1 if ru2_inverse is not None else N * model.nu,
     )
     fn = {key: emitter.add(f) if f is not None else f"no_{key}" for key, f in (
         ("path", spec.path), ("terminal", spec.terminal), ("cost_model", spec.cost_model),
@@ -354,7 +356,8 @@ def generate_controller(spec: ControllerSpec, name: str, *, real: Real = "double
         NBX_1=max(nb, 1), rate=1 if spec.rate else 0, n_out=spec.step.n_out(), warm_start=WARM_START,
         **{key: _column_major(M, real) for key, M in weights.items()},
         Qx2=_column_major(2 * spec.Q, real), QN2=_column_major(2 * spec.Q_terminal, real),
-        Ru2=_column_major(2 * spec.R, real),
+        Ru2=_column_major(2 * spec.R, real), uref_stored=int(ru2_inverse is None),
+        Ru2inv=_column_major(np.zeros_like(spec.R) if ru2_inverse is None else ru2_inverse, real),
         lbu=_values(spec.u_min, real), ubu=_values(spec.u_max, real),
         idxbx=", ".join(map(str, spec.bounded.tolist())) or "0",
         lbx=_values(spec.x_min if nb else [-inf], real), ubx=_values(spec.x_max if nb else [inf], real),
@@ -388,6 +391,16 @@ def generate_controller(spec: ControllerSpec, name: str, *, real: Real = "double
     files = {f"{stem}.c": source, f"{stem}.h": header, "manifest.json": _json(manifest),
              "Makefile": render("Makefile.in", name=stem, version=VERSION)}
     return CExport(stem, files, manifest, {})
+
+
+def _ru2_inverse(R: FloatArray) -> FloatArray | None:
+    """(2 R)^-1 when R is well enough conditioned to give the input references back from their gradients
+    r = -2 R u_ref (cond(R) <= 1e4: float then keeps 3 digits of u_ref, reset's guess only), else None: the C
+    then keeps u_ref itself (N nu reals more)."""
+    eig = np.linalg.eigvalsh(R)
+    if not (eig.min(initial=np.inf) > 0 and eig.max(initial=0.0) <= 1e4 * eig.min(initial=np.inf)):
+        return None
+    return np.asarray(np.linalg.inv(2 * R), dtype=np.float64)
 
 
 def _header(spec: ControllerSpec, values: dict[str, Any], real: Real, emitter: CEmitter, qp_work: str,
