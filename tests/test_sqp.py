@@ -180,3 +180,28 @@ def test_the_c_shift_advances_time_for_a_model_with_explicit_time(tmp_path) -> N
     c = simulate_closed_loop(ctl, [1.0], 25, progress=False)
     ipopt = simulate_closed_loop(MPCController(ocp), [1.0], 25, progress=False)
     np.testing.assert_allclose(c.u, ipopt.u, atol=1e-7)
+
+
+@needs_gcc
+@pytest.mark.parametrize("R, R_delta", [([0.03], None), ([0.0], [0.5])], ids=["R invertible", "R singular"])
+@pytest.mark.parametrize("real", ["double", "float"])
+def test_reset_seeds_the_inputs_at_the_references_clipped(R, R_delta, real: str, tmp_path) -> None:
+    """reset(x0): x_k = x0 and u_k = u_ref_k clipped to the bounds, whether the C keeps u_ref (R singular) or
+    recovers it from the gradient -2 R u_ref (R invertible: the sign, the factor 2 or R itself wrong fails)."""
+    model = shooting.load_model("cartpole")
+    Q = np.diag([3.0, 8.0, 0.2, 0.1])
+    ocp = shooting.MultipleShootingOCP(model, 10, dt=0.05, Q=Q, R=R, R_delta=R_delta, Q_terminal=10 * Q,
+                                       u_min=[-40.0], u_max=[40.0], solver_options=TIGHT)
+    assert export_controller(ocp, tmp_path, real=real).ok
+    ctl = load_controller(tmp_path)
+    u_ref = np.linspace(-60.0, 25.0, ocp.horizon)  # beyond the lower bound at first: clipped there
+    for k in range(ocp.horizon + 1):
+        ctl.set_reference(k, np.zeros(4), [u_ref[k]] if k < ocp.horizon else None)
+    x0 = np.array([0.1, -0.2, 0.3, 0.0])
+    ctl._xbuf[:] = x0  # NAME_mpc_reset itself (HostController.reset re-initialises the references first)
+    assert ctl._call("reset", ctl._xbuf.ctypes.data) == 0
+    u = np.asarray(ctl._u_mem, dtype=float).reshape(ocp.horizon)
+    x = np.asarray(ctl._x_mem, dtype=float).reshape(ocp.horizon + 1, 4)
+    # float: u_ref back from its gradient costs a few units of rounding of 60 N
+    assert np.allclose(u, np.clip(u_ref, -40.0, 40.0), rtol=0, atol=1e-12 if real == "double" else 2e-5), u
+    assert np.allclose(x, x0, rtol=0, atol=1e-7)
