@@ -79,3 +79,13 @@ def chain_ocp(model: shooting.Model, horizon: int) -> shooting.MultipleShootingO
     problem = shooting.OCPProblem(horizon=horizon, dt=model.dt, method="rk4", steps=1, cost=cost,
                                   constraints=shooting.Constraints(x_min=-v_max, x_max=v_max, soft_x_bounds=True))
     return shooting.MultipleShootingOCP.from_problem(model, problem)
+
+
+if __name__ == "__main__":
+    chain = chain_model(5)
+    rest = rest_state(5)
+    print(f"{chain.name}: nx = {chain.nx}, nu = {chain.nu}, dt = {chain.dt} s; the free masses at rest: "
+          f"{np.array2string(rest[:9].reshape(3, 3), precision=3)}; the push x0 - rest: "
+          f"{np.abs(chain.x0 - rest).max():.2f} m")
+    ocp = chain_ocp(chain, 20)
+    print(f"back to rest at N = 20: {ocp.layout.n_w} decision variables")
