@@ -483,7 +483,7 @@ def _update(P: _Problem, it: _Iterate, step: tuple, *, undo: bool, factors: _Fac
     ap, ad, (dt, dlam, ds, dlam_s), dx, du = step
     sign = -1.0 if undo else 1.0
     if undo:
-        # The C keeps no dt (@{p}_side_dt recomputes it from the point it stands at): undoing reads it after
+        # The C keeps no dt (@{p}_row_dt recomputes it from the point it stands at): undoing reads it after
         # the step, dt - ap r (r the residual before it), and so does this twin.
         dt = _row_values(P, dx, du) + _side_slack(P, ds) + _side_residual(P, it)
     if factors is not None and not undo:  # pi_k = L L' dx_{k+1} + p_{k+1}: the full Newton step (as the C)
