@@ -129,6 +129,7 @@ class _Problem:
         self.l1, self.l2 = float(qp.l1), float(qp.l2)
         self.sides = _sides(qp)
         self.nsides, self.nsoft = z.nsides, z.nsoft
+        self.bound_sides = 2 * N * (nu + z.nbx)  # the inputs' and states' sides come first (C: @{P}_SIDES_U, _X)
 
 
 @dataclass
@@ -483,9 +484,11 @@ def _update(P: _Problem, it: _Iterate, step: tuple, *, undo: bool, factors: _Fac
     ap, ad, (dt, dlam, ds, dlam_s), dx, du = step
     sign = -1.0 if undo else 1.0
     if undo:
-        # The C keeps no dt (@{p}_row_dt recomputes it from the point it stands at): undoing reads it after
-        # the step, dt - ap r (r the residual before it), and so does this twin.
-        dt = _row_values(P, dx, du) + _side_slack(P, ds) + _side_residual(P, it)
+        # The C keeps no dt of a bound's side (@{p}_row_dt recomputes it from the point it stands at): undoing
+        # reads it after the step, dt - ap r (r the residual before it), and so does this twin; a general
+        # row's dt is kept (dtg), so its undo is exact.
+        recomputed = _row_values(P, dx, du) + _side_slack(P, ds) + _side_residual(P, it)
+        dt = np.where(P.sides.slot < P.bound_sides, recomputed, dt)
     if factors is not None and not undo:  # pi_k = L L' dx_{k+1} + p_{k+1}: the full Newton step (as the C)
         it.pi = np.einsum("kij,kj->ki", factors.L, np.einsum("kji,kj->ki", factors.L, dx[1:])) + factors.p
     it.x[1:] += sign * ap * dx[1:]
