@@ -162,16 +162,18 @@ def step_table(models: list[shooting.Model], work: Path, repeats: int) -> None:
 
 
 def board_row(model: shooting.Model, horizon: int, steps: int) -> None:
-    ocp, spec = controller_ocp(model, horizon)
+    """One model's float controller checked on the board (its closed loop against the double Python RTI)."""
+    ocp, _ = controller_ocp(model, horizon)
     with tempfile.TemporaryDirectory() as tmp:
-        report = export_controller(ocp, Path(tmp) / "m4", real="float", target="cortex-m4")
-    run = board_loop(generate_controller(spec, model.name, real="float"), spec, model.x0, steps)
-    total = run.sample_instructions
-    assert total is not None
-    ms = total * CYCLES_PER_INSTRUCTION / M4_HZ * 1e3
-    print(f"{model.name:<{NAME_WIDTH}}{ocp.horizon:>3} {report.flash:>8} {report.ram:>7} {np.median(total):>10.0f} "
-          f"{np.max(total):>10.0f} {np.median(ms):>7.3f} {np.max(ms):>7.3f} "
-          f"{np.median(run.qp_iterations):>9.0f} {np.max(run.qp_iterations):>9d}", flush=True)
+        report = export_controller(ocp, Path(tmp) / "m4", real="float", target="cortex-m4", check=True,
+                                   check_steps=steps)
+    board = report.manifest.get("check_cortex_m4", {})
+    med, mx = board.get("instructions_per_sample_median", np.nan), board.get("instructions_per_sample_max", np.nan)
+    ms = np.array([med, mx]) * CYCLES_PER_INSTRUCTION / M4_HZ * 1e3
+    print(f"{model.name:<{NAME_WIDTH}}{ocp.horizon:>3} {report.flash:>8} {report.ram:>7} {med:>10.0f} {mx:>10.0f} "
+          f"{ms[0]:>7.3f} {ms[1]:>7.3f} {board.get('qp_iterations_median', np.nan):>9.0f} "
+          f"{board.get('qp_iterations_max', -1):>9d} {board.get('input_error', np.nan):>9.1e} "
+          f"{board.get('input_tolerance', np.nan):>9.1e}", flush=True)
 
 
 def board_table(models: list[shooting.Model], horizon: int, steps: int) -> None:
@@ -180,9 +182,11 @@ def board_table(models: list[shooting.Model], horizon: int, steps: int) -> None:
         return
     per_model_table(
         f"3. Emulated Cortex-M4 (QEMU mps2-an386, -icount), float, {steps} closed-loop samples; "
-        f"ms = instructions x {CYCLES_PER_INSTRUCTION} / {M4_HZ / 1e6:.0f} MHz",
+        f"ms = instructions x {CYCLES_PER_INSTRUCTION} / {M4_HZ / 1e6:.0f} MHz; the first inputs' error against "
+        f"the double Python RTI on their bound ranges, and the check's allowance (precision x conditioning)",
         f"{'N':>3} {'flash B':>8} {'RAM B':>7} {'instr med':>10} {'instr max':>10} {'ms med':>7} {'ms max':>7} "
-        f"{'QP it med':>9} {'QP it max':>9}", models, lambda model: board_row(model, horizon, steps))
+        f"{'QP it med':>9} {'QP it max':>9} {'u error':>9} {'allowed':>9}", models,
+        lambda model: board_row(model, horizon, steps))
 
 
 #: The power limit of table 5 [W]: active during the swing-up's pushes.
