@@ -122,6 +122,10 @@ def per_model_table(title: str, header: str, models: list[shooting.Model],
     print()
 
 
+def verdict(passed: bool) -> str:
+    return "PASS" if passed else "FAIL"
+
+
 def have_board() -> bool:
     return qemu_mps2.have_cortex_m4_toolchain() and qemu_mps2.have_qemu()
 
@@ -161,19 +165,30 @@ def step_table(models: list[shooting.Model], work: Path, repeats: int) -> None:
     print()
 
 
+def board_check(ocp: shooting.MultipleShootingOCP, folder: Path, steps: int) -> dict[str, float]:
+    """The controller exported in float for the Cortex-M4 and checked there (its closed loop against the double
+    Python RTI): flash, RAM, instructions and ms at 168 MHz per sample (median, max), QP iterations (median,
+    max), the first inputs' error and its allowance, and whether the check passed."""
+    report = export_controller(ocp, folder, real="float", target="cortex-m4", check=True, check_steps=steps,
+                               force=True)
+    board = report.manifest.get("check_cortex_m4", {})
+    med, mx = board.get("instructions_per_sample_median", np.nan), board.get("instructions_per_sample_max", np.nan)
+    to_ms = CYCLES_PER_INSTRUCTION / M4_HZ * 1e3
+    return {"flash": float(report.flash or np.nan), "ram": float(report.ram or np.nan), "instr_med": med,
+            "instr_max": mx, "ms": med * to_ms, "ms_max": mx * to_ms,
+            "qp_med": board.get("qp_iterations_median", np.nan), "qp_max": board.get("qp_iterations_max", -1),
+            "error": board.get("input_error", np.nan), "allowed": board.get("input_tolerance", np.nan),
+            "ok": float(report.ok)}
+
+
 def board_row(model: shooting.Model, horizon: int, steps: int) -> None:
     """One model's float controller checked on the board (its closed loop against the double Python RTI)."""
     ocp, _ = controller_ocp(model, horizon)
     with tempfile.TemporaryDirectory() as tmp:
-        report = export_controller(ocp, Path(tmp) / "m4", real="float", target="cortex-m4", check=True,
-                                   check_steps=steps)
-    board = report.manifest.get("check_cortex_m4", {})
-    med, mx = board.get("instructions_per_sample_median", np.nan), board.get("instructions_per_sample_max", np.nan)
-    ms = np.array([med, mx]) * CYCLES_PER_INSTRUCTION / M4_HZ * 1e3
-    print(f"{model.name:<{NAME_WIDTH}}{ocp.horizon:>3} {report.flash:>8} {report.ram:>7} {med:>10.0f} {mx:>10.0f} "
-          f"{ms[0]:>7.3f} {ms[1]:>7.3f} {board.get('qp_iterations_median', np.nan):>9.0f} "
-          f"{board.get('qp_iterations_max', -1):>9d} {board.get('input_error', np.nan):>9.1e} "
-          f"{board.get('input_tolerance', np.nan):>9.1e}", flush=True)
+        r = board_check(ocp, Path(tmp) / "m4", steps)
+    print(f"{model.name:<{NAME_WIDTH}}{ocp.horizon:>3} {r['flash']:>8.0f} {r['ram']:>7.0f} {r['instr_med']:>10.0f} "
+          f"{r['instr_max']:>10.0f} {r['ms']:>7.3f} {r['ms_max']:>7.3f} {r['qp_med']:>9.0f} {r['qp_max']:>9.0f} "
+          f"{r['error']:>9.1e} {r['allowed']:>9.1e}", flush=True)
 
 
 def board_table(models: list[shooting.Model], horizon: int, steps: int) -> None:
@@ -221,9 +236,8 @@ def cold_rows(model: shooting.Model, horizon: int, repeats: int, work: Path) -> 
               f"{ms * 1e3 / max(res.iterations, 1):>9.1f} {t_twin * 1e3:>10.1f} {twin.iterations:>5} "
               f"{t_ipopt * 1e3:>9.1f} {truth.iterations:>6} {err:>9.1e}", flush=True)
         if model.name == "cartpole" and case == "swing-up" and horizon == 20:
-            verdict = "PASS" if ms <= 2.0 else "FAIL"
-            print(f"{'':<{NAME_WIDTH}}target: cold swing-up at N = 20 within 2 ms (acados 2.16 ms): {verdict} "
-                  f"({ms:.2f} ms)")
+            print(f"{'':<{NAME_WIDTH}}target: cold swing-up at N = 20 within 2 ms (acados 2.16 ms): "
+                  f"{verdict(ms <= 2.0)} ({ms:.2f} ms)")
 
 
 def cold_table(models: list[shooting.Model], horizon: int, repeats: int, work: Path) -> None:
@@ -238,11 +252,13 @@ def _power(x: ca.SX, u: ca.SX, p: ca.SX) -> ca.SX:
     return ca.vertcat(u[0] * x[2] - POWER_LIMIT, -u[0] * x[2] - POWER_LIMIT)
 
 
-def host_loop_us(ocp: shooting.MultipleShootingOCP, folder: Path, steps: int) -> tuple[shooting.Trajectory, float]:
-    """The C (double) exported to `folder` in closed loop from the model's x0: the run and its median sample
-    time in us (the first, cold sample left out)."""
-    assert export_controller(ocp, folder, force=True).ok
-    traj = shooting.simulate_closed_loop(load_controller(folder), ocp.model.x0, steps, progress=False)
+def host_loop_us(ocp: shooting.MultipleShootingOCP, folder: Path, steps: int,
+                 x0: np.ndarray | None = None) -> tuple[shooting.Trajectory, float]:
+    """The C (double) exported to `folder` (its guess solved from `x0`, default the model's) in closed loop from
+    `x0`: the run and its median sample time in us (the first, cold sample left out)."""
+    x0 = ocp.model.x0 if x0 is None else x0
+    assert export_controller(ocp, folder, x0=x0, force=True).ok
+    traj = shooting.simulate_closed_loop(load_controller(folder), x0, steps, progress=False)
     return traj, float(np.median(traj.solve_time[1:])) * 1e6
 
 
@@ -304,31 +320,19 @@ def growth_table(horizons: tuple[int, ...], steps: int, board_steps: int, work: 
               f"{host:>11.1f} {instr:>12.0f} {instr * CYCLES_PER_INSTRUCTION / M4_HZ * 1e3:>9.3f}", flush=True)
     if board and len(rows) == 4:  # the full run: N = 20, 50, 100, 200
         ratio, ram_200 = rows[3][2] / rows[1][2], rows[3][2]
-        verdict = "PASS" if ratio <= 4.5 and ram_200 <= 64 * 1024 else "FAIL"
+        passed = verdict(ratio <= 4.5 and ram_200 <= 64 * 1024)
         print(f"target: RAM at N = {rows[3][0]} at most 4.5x that at N = {rows[1][0]} and at most 64 KiB "
-              f"(65536 B): {verdict} ({ratio:.2f}x, {ram_200} B)")
+              f"(65536 B): {passed} ({ratio:.2f}x, {ram_200} B)")
     print()
 
 
 def target_row(label: str, ocp: shooting.MultipleShootingOCP, steps: int, work: Path) -> dict[str, float]:
-    """One controller exported in float for the Cortex-M4 and checked there (its closed loop against the double
-    Python RTI): sizes, instructions, QP iterations and the float-vs-double input error, printed and returned."""
-    report = export_controller(ocp, work / label.replace(" ", "_"), real="float", target="cortex-m4", check=True,
-                               check_steps=steps, force=True)
-    board = report.manifest.get("check_cortex_m4", {})
-    med, mx = board.get("instructions_per_sample_median", np.nan), board.get("instructions_per_sample_max", np.nan)
-    row = {"flash": float(report.flash or np.nan), "ram": float(report.ram or np.nan),
-           "ms": med * CYCLES_PER_INSTRUCTION / M4_HZ * 1e3, "error": board.get("input_error", np.nan)}
-    print(f"{label:<22} {ocp.horizon:>3} {row['flash']:>8.0f} {row['ram']:>8.0f} {med:>10.0f} {mx:>10.0f} "
-          f"{row['ms']:>7.3f} {mx * CYCLES_PER_INSTRUCTION / M4_HZ * 1e3:>7.3f} "
-          f"{board.get('qp_iterations_median', np.nan):>6.0f} {board.get('qp_iterations_max', -1):>6d} "
-          f"{row['error']:>9.1e} {board.get('input_tolerance', np.nan):>9.1e} {'ok' if report.ok else 'FAIL':>5}",
-          flush=True)
-    return row
-
-
-def verdict(passed: bool) -> str:
-    return "PASS" if passed else "FAIL"
+    """`board_check` of one target's problem, printed as a row of table 7 and returned."""
+    r = board_check(ocp, work / label.replace(" ", "_"), steps)
+    print(f"{label:<22} {ocp.horizon:>3} {r['flash']:>8.0f} {r['ram']:>8.0f} {r['instr_med']:>10.0f} "
+          f"{r['instr_max']:>10.0f} {r['ms']:>7.3f} {r['ms_max']:>7.3f} {r['qp_med']:>6.0f} {r['qp_max']:>6.0f} "
+          f"{r['error']:>9.1e} {r['allowed']:>9.1e} {'ok' if r['ok'] else 'FAIL':>5}", flush=True)
+    return r
 
 
 def targets_table(steps: int, host_steps: int, work: Path) -> None:
@@ -354,14 +358,9 @@ def targets_table(steps: int, host_steps: int, work: Path) -> None:
           f"({quad['ram']:.0f} B), {verdict(quad['flash'] <= 96 * kib)} ({quad['flash']:.0f} B)")
     print(f"target: the {chain.nx}-state chain N = 20 at most 96 KiB RAM: {verdict(ch['ram'] <= 96 * kib)} "
           f"({ch['ram']:.0f} B)")
-    regulation = np.array([0.0, 0.3, 0.0, 0.0])
-    host_us = {}
-    for horizon in (20, 100):
-        ocp, _ = controller_ocp(cp_model, horizon)
-        folder = work / f"target_host_{horizon}"
-        assert export_controller(ocp, folder, x0=regulation, force=True).ok
-        traj = shooting.simulate_closed_loop(load_controller(folder), regulation, host_steps, progress=False)
-        host_us[horizon] = float(np.median(traj.solve_time[1:])) * 1e6
+    regulation = dict(cases(cp_model))["regulation"]
+    host_us = {horizon: host_loop_us(controller_ocp(cp_model, horizon)[0], work / f"target_host_{horizon}",
+                                     host_steps, regulation)[1] for horizon in (20, 100)}
     print(f"target: host C double, cart-pole regulation, N = 20 at most 10 us per sample (median): "
           f"{verdict(host_us[20] <= 10)} ({host_us[20]:.1f} us); N = 100 at most 5x N = 20: "
           f"{verdict(host_us[100] <= 5 * host_us[20])} ({host_us[100] / host_us[20]:.2f}x)")
