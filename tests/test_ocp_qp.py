@@ -188,3 +188,109 @@ def test_soft_bounds_are_exact_penalties(hosts) -> None:
             np.testing.assert_allclose(result.x, ref.x, atol=1e-8)
     assert np.abs(solve_stage_qp(exact).x[1:, 0] - 0.5).max() < 1e-8
     assert solve_stage_qp(loose).x[1:, 0].max() > 0.5 + 1e-3
+
+
+def _steady(seed: int, general: bool) -> StageQP:
+    """A random QP whose solution has no hard side active and soft sides violated: input and hard state bounds
+    wide, the soft state bound (and with `general`, every general row, soft) tight."""
+    qp = random_qp(np.random.default_rng(100 + seed), N=[6, 15][seed % 2], nx=3 + seed % 2, nu=1 + seed % 2,
+                   general=general)
+    nu = qp.sizes.nu
+    qp.lbu, qp.ubu = -50 * np.ones(nu), 50 * np.ones(nu)
+    qp.lbx, qp.ubx = [-0.05, -50.0], [0.05, 50.0]
+    qp.l1 = 0.05  # (a violated side's multiplier exceeds l1: a small l1 makes most active sides violated)
+    if general:
+        qp.soft_g, qp.soft_gN = [True, True], [True]
+        qp.lg, qp.ug = np.full((qp.sizes.N, 2), -0.05), np.full((qp.sizes.N, 2), 0.05)
+    return qp
+
+
+def _soft_rows(qp: StageQP) -> np.ndarray:
+    """Which entries of s are soft rows': state rows [soft, hard] per stage, then the (soft) general rows."""
+    z = qp.sizes
+    return np.array([j % 2 == 0 if j < z.N * z.nbx else True for j in range(z.nsoft)])
+
+
+def _shortcut_applies(qp: StageQP, res: StageQPResult) -> bool:
+    """Whether `res`'s active set is one the shortcut solves: no hard side and no soft side held exactly at its
+    bound (s = 0 within the exact penalty) active, at most one side of a row."""
+    z = qp.sizes
+    hard_sides = 2 * z.N * z.nu  # the inputs' sides, and the hard state bound's (component nx - 1)
+    active = np.asarray(res.lam) > np.asarray(res.t)
+    if active[:hard_sides].any():
+        return False
+    for j, soft in enumerate(_soft_rows(qp)):
+        row = active[hard_sides + 2 * j: hard_sides + 2 * j + 2]
+        if row.any() and (not soft or row.all() or not res.s[j] > res.lam_s[j]):
+            return False
+    return True
+
+
+@pytest.mark.parametrize("general", [False, True])
+def test_warm_start_with_the_right_active_set_is_solved_exactly_in_one_step(hosts, general) -> None:
+    """The warm start's shortcut: with no hard side active, the QP with the predicted active set (violated soft
+    sides as their quadratic penalty) is one Newton step, and its point is the QP's solution to rounding.
+
+    Truth: Clarabel. The IPM stops at a relative complementarity of 1e-14; the shortcut's is zero, and the
+    C and the twin take it alike (one iteration each)."""
+    active, used = 0, 0
+    for seed in range(10):
+        qp = _steady(seed, general)
+        ref = solve_reference(qp)
+        assert ref.status == "Solved"
+        solver = hosts(qp.sizes, "double")
+        cold = solver.solve(qp)
+        assert cold.status == 0 and cold.iterations > 1
+        if not _shortcut_applies(qp, cold):
+            assert solver.solve(qp, warm=cold).iterations > 1
+            continue
+        used += 1
+        for warm in (solver.solve(qp, warm=cold), solve_stage_qp(qp, warm=cold)):
+            assert warm.status == 0 and warm.iterations == 1, (seed, warm.iterations)
+            np.testing.assert_allclose(warm.u, ref.u, atol=1e-8)
+            np.testing.assert_allclose(warm.x, ref.x, atol=1e-8)
+            assert warm.residuals[2] == 0.0  # complementarity: exactly zero
+            # Each soft row's slack is its violation, the penalty's multiplier on the violated side l1 + 2 l2 s.
+            assert np.all(warm.s >= 0) and np.all(warm.t >= 0) and np.all(warm.lam >= 0)
+        twin, c = solve_stage_qp(qp, warm=cold), solver.solve(qp, warm=cold)
+        np.testing.assert_allclose(c.u, twin.u, atol=1e-12)
+        soft = _soft_rows(qp)
+        violated = soft & (c.s > 1e-6)
+        active += int(violated.sum())
+        np.testing.assert_allclose(c.lam_s[violated], 0.0)
+        np.testing.assert_allclose(c.lam_s[soft & ~violated], qp.l1)
+        np.testing.assert_allclose(c.lam.max(), qp.l1 + 2 * qp.l2 * c.s.max(), rtol=1e-12)
+    assert used >= 4 and active > 0  # (the penalty's quadratic was exercised)
+
+
+def test_warm_start_with_the_wrong_active_set_falls_back_to_the_interior_point(hosts) -> None:
+    """A prediction the next QP contradicts (a soft side no longer violated, a side newly violated, a hard side
+    active) is refused and the interior point solves it from there: Clarabel's solution, C and twin alike."""
+    wrong = 0
+    for seed in range(4):
+        qp = _steady(seed, seed % 2 == 1)
+        solver = hosts(qp.sizes, "double")
+        cold = solver.solve(qp)
+        relaxed = copy.deepcopy(qp)  # the soft state bound wide: predicted violated, no longer
+        relaxed.lbx, relaxed.ubx = [-50.0, -50.0], [50.0, 50.0]
+        tighter = copy.deepcopy(qp)  # tighter: sides inside before now beyond
+        tighter.lbx, tighter.ubx = [-0.01, -50.0], [0.01, 50.0]
+        saturated = copy.deepcopy(qp)  # hard input bounds that bind
+        saturated.lbu, saturated.ubu = -0.01 * np.ones(qp.sizes.nu), 0.01 * np.ones(qp.sizes.nu)
+        at_bounds = solver.solve(saturated)
+        cases = [(relaxed, cold), (tighter, cold), (saturated, cold), (qp, at_bounds)]
+        for case, warm_from in cases:
+            ref = solve_reference(case)
+            assert ref.status == "Solved"
+            c, twin = solver.solve(case, warm=warm_from), solve_stage_qp(case, warm=warm_from)
+            assert c.status == twin.status == 0
+            truth = solver.solve(case)
+            same = np.array_equal(np.asarray(truth.lam) > np.asarray(truth.t),
+                                  np.asarray(warm_from.lam) > np.asarray(warm_from.t))
+            assert c.iterations == twin.iterations
+            if not same:  # (a prediction that happens to hold is taken: one step)
+                wrong += 1
+                assert c.iterations > 1
+            np.testing.assert_allclose(c.u, ref.u, atol=1e-7)
+            np.testing.assert_allclose(twin.u, ref.u, atol=1e-7)
+    assert wrong >= 8

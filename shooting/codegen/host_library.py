@@ -42,8 +42,8 @@ def c_array(values: npt.ArrayLike, real: Real, n: int | None = None) -> npt.NDAr
 
 
 def build_shared_library(sources: list[Path], output: Path, *, defines: tuple[str, ...] = (),
-                         extra_flags: tuple[str, ...] = ()) -> ctypes.CDLL:
-    """Compile `sources` into the shared library `output` (gcc -O2 -shared -fPIC, warnings are errors) and load it.
+                         extra_flags: tuple[str, ...] = (), opt: str = "-O2") -> ctypes.CDLL:
+    """Compile `sources` into the shared library `output` (gcc `opt` -shared -fPIC, warnings are errors) and load it.
 
     Parameters
     ----------
@@ -53,6 +53,8 @@ def build_shared_library(sources: list[Path], output: Path, *, defines: tuple[st
     defines : tuple of str, optional
         ``-D`` definitions without the ``-D``.
     extra_flags : tuple of str, optional
+    opt : str, optional
+        The optimisation flag (default ``-O2``).
 
     Returns
     -------
@@ -66,7 +68,7 @@ def build_shared_library(sources: list[Path], output: Path, *, defines: tuple[st
         gcc is missing or hangs.
     """
     flags = ("-shared", "-fPIC", *(f"-D{d}" for d in defines), *extra_flags)
-    result = toolchain.compile_host([Path(s) for s in sources], Path(output), extra_flags=flags)
+    result = toolchain.compile_host([Path(s) for s in sources], Path(output), extra_flags=flags, opt=opt)
     if not result.ok:
         raise ValueError(f"gcc failed building {Path(output).name}: {toolchain.first_error_line(result.stderr)}")
     return ctypes.CDLL(os.fspath(Path(output).resolve()))

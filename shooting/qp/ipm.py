@@ -14,6 +14,7 @@ in double precision, vectorised over the stages where the C loops.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -396,6 +397,64 @@ def _start(P: _Problem, x: FloatArray, u: FloatArray, warm: StageQPResult | None
     return _Iterate(x, u, np.zeros((P.N, P.nx)), t, np.ones(S.stage.size), s, np.ones(S.n_soft))
 
 
+def _shortcut(P: _Problem, x: FloatArray, u: FloatArray, warm: StageQPResult, tol: dict[str, float]
+              ) -> tuple[_Iterate | None, StageQPResult, FloatArray, FloatArray]:
+    """The warm start's shortcut (C: @{p}_shortcut): one Newton step on the QP with the active set `warm` predicts.
+
+    Returns the solved iterate (None when the prediction is outside what the shortcut solves or wrong), and the
+    warm start, x and u the interior point then starts from (as the C leaves them).
+    """
+    S = P.sides
+    t, lam = np.asarray(warm.t, dtype=float)[S.slot], np.asarray(warm.lam, dtype=float)[S.slot]
+    s_warm, lam_s_warm = np.asarray(warm.s, dtype=float)[S.srow_slot], np.asarray(warm.lam_s, dtype=float)[S.srow_slot]
+    active = lam > t  # a side's multiplier above its slack
+    per_row = np.zeros(S.n_soft, dtype=np.int64)
+    np.add.at(per_row, S.srow[active & S.soft], 1)
+    violated = s_warm > lam_s_warm  # a soft row's slack above its multiplier (else held at s = 0 exactly)
+    if np.any(active & ~S.soft) or np.any(per_row > 1) or np.any(active & S.soft & ~violated[S.srow]):
+        return None, warm, x, u
+    x = x.copy()
+    x[0] = P.x0
+    it = _Iterate(x, u.copy(), np.array(warm.pi, dtype=float).reshape(P.N, P.nx), t, lam, s_warm, lam_s_warm)
+    # The QP with that active set: an active soft side's penalty l1 s + l2 s^2, s = beta - c_hat'z its
+    # violation, as the quadratic it is there (C: @{p}_stage with newton = 3); every other side absent.
+    Hxx, Hux, Huu = P.Hxx.copy(), P.Hux.copy(), P.Huu.copy()
+    gx, gu = _cost_gradient(P, it)
+    on = np.flatnonzero(active)
+    viol = P.sides.beta[on] - _row_values(P, it.x, it.u)[on]
+    coef = -(P.l1 + 2 * P.l2 * viol)
+    np.add.at(Hxx, S.stage[on], 2 * P.l2 * S.cx[on, :, None] * S.cx[on, None, :])
+    np.add.at(Hux, S.stage[on], 2 * P.l2 * S.cu[on, :, None] * S.cx[on, None, :])
+    np.add.at(Huu, S.stage[on], 2 * P.l2 * S.cu[on, :, None] * S.cu[on, None, :])
+    np.add.at(gx, S.stage[on], coef[:, None] * S.cx[on])
+    np.add.at(gu, S.stage[on], coef[:, None] * S.cu[on])
+    F = _Factors(P.N, P.nx, P.nu)
+    try:
+        dx, du = _riccati(P, it, (Hxx, Hux, Huu, gx, gu), F, True)
+    except np.linalg.LinAlgError:
+        return None, warm, it.x, u
+    it.pi = np.einsum("kij,kj->ki", F.L, np.einsum("kji,kj->ki", F.L, dx[1:])) + F.p
+    it.x[1:] += dx[1:]
+    it.u += du
+    moved = _result(P, it, 1, 0, (np.inf, np.inf, np.inf))  # (pi moved, the sides not yet)
+    cz = _row_values(P, it.x, it.u)
+    gap = cz - S.beta  # how far inside each side (negative: beyond)
+    s = np.zeros(S.n_soft)
+    s[S.srow[on]] = -gap[on]
+    if np.any(s[S.srow[on]] <= 0) or np.any(~active & (gap + _side_slack(P, s) < -tol["tol_eq"] * (1 + np.abs(cz)))):
+        return None, moved, it.x, it.u
+    soft_active = np.zeros(S.n_soft, dtype=bool)
+    soft_active[S.srow[on]] = True
+    it.s = s
+    it.lam_s = np.where(soft_active, 0.0, P.l1)
+    it.t = np.where(active, 0.0, np.maximum(gap + _side_slack(P, s), 0.0))
+    it.lam = np.where(active, P.l1 + 2 * P.l2 * _side_slack(P, s), 0.0)
+    stat, eq, mu, _ = _residuals(P, it)
+    if stat <= tol["tol_stat"] and eq <= tol["tol_eq"] and mu <= tol["tol_mu"]:
+        return it, moved, it.x, it.u
+    return None, _result(P, it, 1, 0, (stat, eq, mu)), it.x, it.u
+
+
 def solve_stage_qp(qp: StageQP, *, x_guess: npt.ArrayLike | None = None, u_guess: npt.ArrayLike | None = None,
                    max_iter: int = 100, tolerances: dict[str, float] | None = None,
                    warm: StageQPResult | None = None) -> StageQPResult:
@@ -415,6 +474,9 @@ def solve_stage_qp(qp: StageQP, *, x_guess: npt.ArrayLike | None = None, u_guess
         A warm start: its slacks and multipliers (each at least `WARM_PUSH`) and
         ``pi``, e.g. the last sample's solve moved one stage ahead by
         `shifted_result`; the primal guess still comes from `x_guess`, `u_guess`.
+        First the active set it predicts is tried (one Newton step, exact when
+        right: ``iterations == 1``); a warm interior point that reads as
+        infeasible or reaches `max_iter` starts again cold (the C does the same).
 
     Returns
     -------
@@ -428,6 +490,24 @@ def solve_stage_qp(qp: StageQP, *, x_guess: npt.ArrayLike | None = None, u_guess
     u = np.zeros((N + 1, nu))
     if u_guess is not None:
         u[:N] = np.asarray(u_guess, dtype=float).reshape(N, nu)
+    if warm is None:
+        return _ipm(P, x, u, None, tol, max_iter)
+    solved, warm, x, u = _shortcut(P, x, u, warm, tol)  # the warm start's active set, tried first
+    if solved is not None:
+        return _result(P, solved, 0, 1, _residuals(P, solved)[:3])
+    res = _ipm(P, x, u, warm, tol, max_iter)
+    if res.status not in (1, 2):
+        return res
+    # A warm start far from this QP's solution misled the interior point (a divergence read as infeasible, or
+    # the iteration limit): again, cold, from x0 held over the horizon and zero inputs (as the C).
+    again = _ipm(P, np.tile(P.x0, (N + 1, 1)), np.zeros((N + 1, nu)), None, tol, max_iter)
+    return dataclasses.replace(again, iterations=again.iterations + res.iterations)
+
+
+def _ipm(P: _Problem, x: FloatArray, u: FloatArray, warm: StageQPResult | None, tol: dict[str, float],
+         max_iter: int) -> StageQPResult:
+    """Mehrotra's predictor-corrector from a cold or warm start (C: @{p}_ipm)."""
+    N, nx, nu = P.N, P.nx, P.nu
     it = _start(P, x, u, warm)
     F = _Factors(N, nx, nu)
     status, iterations, prev = 1, 0, (0.0, 0.0, 0.0)
