@@ -7,13 +7,14 @@ The two are the same algorithm, named alike, checked against each other and
 against Clarabel by the tests. Lower than mpc and controller: both use it.
 """
 
-from shooting.qp.ipm import WARM_PUSH, shifted_result, solve_stage_qp
+from shooting.qp.ipm import WARM_PUSH, solve_stage_qp
 from shooting.qp.stage_qp import (
     OCP_QP_STATUS,
     OCP_QP_TOLERANCES,
     OCPQPSizes,
     StageQP,
     StageQPResult,
+    shifted_result,
     stage_qp_objective,
 )
 

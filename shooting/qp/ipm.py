@@ -20,9 +20,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from shooting.qp.stage_qp import OCP_QP_TOLERANCES, OCPQPSizes, StageQP, StageQPResult, blocks
+from shooting.qp.stage_qp import OCP_QP_TOLERANCES, StageQP, StageQPResult, blocks
 
-__all__ = ["WARM_PUSH", "shifted_result", "solve_stage_qp"]
+__all__ = ["WARM_PUSH", "solve_stage_qp"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -590,33 +590,3 @@ def _result(P: _Problem, it: _Iterate, status: int, iterations: int, residuals: 
     s[S.srow_slot], lam_s[S.srow_slot] = it.s, it.lam_s
     return StageQPResult(it.x.copy(), it.u[:P.N].copy(), it.pi.copy(), t, lam, s, lam_s, status, iterations,
                          (float(residuals[0]), float(residuals[1]), float(residuals[2])))
-
-
-def shifted_result(result: StageQPResult, sizes: OCPQPSizes) -> StageQPResult:
-    """`result` one stage ahead, the next sample's warm start (C: ``NAME_mpc_shift``).
-
-    Every per-stage block of ``pi`` (N, nx), the input, state and general
-    rows' slacks and multipliers and the soft rows' ``s``, ``lam_s`` moves
-    from stage k+1 to k; the last stage keeps its own, the terminal rows stay.
-    """
-    z = sizes
-    N = z.N
-
-    def shift(v: FloatArray, first: int, width: int) -> None:
-        if width:
-            block = v[first:first + N * width].reshape(N, width)
-            block[:-1] = block[1:].copy()
-
-    t, lam, s_, lam_s = (np.array(v, dtype=float) for v in (result.t, result.lam, result.s, result.lam_s))
-    for v in (t, lam):
-        shift(v, 0, 2 * z.nu)
-        shift(v, 2 * N * z.nu, 2 * z.nbx)
-        shift(v, 2 * N * (z.nu + z.nbx), 2 * z.ng)
-    for v in (s_, lam_s):
-        shift(v, 0, z.nbx)
-        shift(v, N * z.nbx, z.ng)
-    pi = np.array(result.pi, dtype=float)
-    pi[:-1] = pi[1:].copy()
-    return StageQPResult(result.x, result.u, pi, t, lam, s_, lam_s, result.status, result.iterations,
-                         result.residuals)
-

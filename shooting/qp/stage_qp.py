@@ -20,7 +20,7 @@ import numpy.typing as npt
 from shooting.options import Real
 
 __all__ = ["OCP_QP_STATUS", "OCP_QP_TOLERANCES", "OCPQPSizes", "StageQP", "StageQPResult", "blocks",
-           "stage_qp_objective"]
+           "shifted_result", "stage_qp_objective"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -225,3 +225,33 @@ def stage_qp_objective(qp: StageQP, x: FloatArray, u: FloatArray) -> float:
         gN = np.asarray(qp.CN, dtype=float).reshape(z.ngN, nx) @ x[N]
         total += penalty(gN, np.asarray(qp.lgN, dtype=float), np.asarray(qp.ugN, dtype=float), qp.soft_gN)
     return float(total)
+
+
+def shifted_result(result: StageQPResult, sizes: OCPQPSizes) -> StageQPResult:
+    """`result` one stage ahead, the next sample's warm start (C: ``NAME_mpc_shift``).
+
+    Every per-stage block of ``pi`` (N, nx), the input, state and general
+    rows' slacks and multipliers and the soft rows' ``s``, ``lam_s`` moves
+    from stage k+1 to k; the last stage keeps its own, the terminal rows stay.
+    """
+    z = sizes
+    N = z.N
+
+    def shift(v: FloatArray, first: int, width: int) -> None:
+        if width:
+            block = v[first:first + N * width].reshape(N, width)
+            block[:-1] = block[1:].copy()
+
+    t, lam, s_, lam_s = (np.array(v, dtype=float) for v in (result.t, result.lam, result.s, result.lam_s))
+    for v in (t, lam):
+        shift(v, 0, 2 * z.nu)
+        shift(v, 2 * N * z.nu, 2 * z.nbx)
+        shift(v, 2 * N * (z.nu + z.nbx), 2 * z.ng)
+    for v in (s_, lam_s):
+        shift(v, 0, z.nbx)
+        shift(v, N * z.nbx, z.ng)
+    pi = np.array(result.pi, dtype=float)
+    pi[:-1] = pi[1:].copy()
+    return StageQPResult(result.x, result.u, pi, t, lam, s_, lam_s, result.status, result.iterations,
+                         result.residuals)
+
