@@ -190,13 +190,14 @@ def test_soft_bounds_are_exact_penalties(hosts) -> None:
     assert solve_stage_qp(loose).x[1:, 0].max() > 0.5 + 1e-3
 
 
-def _steady(seed: int, general: bool) -> StageQP:
-    """A random QP whose solution has no hard side active and soft sides violated: input and hard state bounds
-    wide, the soft state bound (and with `general`, every general row, soft) tight."""
+def _steady(seed: int, general: bool, saturated: bool = False) -> StageQP:
+    """A random QP whose solution has no hard state or general side active and soft sides violated: the hard
+    state bound wide, the soft state bound (and with `general`, every general row, soft) tight; the input bounds
+    wide, or with `saturated` tight enough to bind."""
     qp = random_qp(np.random.default_rng(100 + seed), N=[6, 15][seed % 2], nx=3 + seed % 2, nu=1 + seed % 2,
                    general=general)
     nu = qp.sizes.nu
-    qp.lbu, qp.ubu = -50 * np.ones(nu), 50 * np.ones(nu)
+    qp.lbu, qp.ubu = (-0.3 if saturated else -50) * np.ones(nu), (0.3 if saturated else 50) * np.ones(nu)
     qp.lbx, qp.ubx = [-0.05, -50.0], [0.05, 50.0]
     qp.l1 = 0.05  # (a violated side's multiplier exceeds l1: a small l1 makes most active sides violated)
     if general:
@@ -212,13 +213,11 @@ def _soft_rows(qp: StageQP) -> np.ndarray:
 
 
 def _shortcut_applies(qp: StageQP, res: StageQPResult) -> bool:
-    """Whether `res`'s active set is one the shortcut solves: no hard side and no soft side held exactly at its
-    bound (s = 0 within the exact penalty) active, at most one side of a row."""
+    """Whether `res`'s active set is one the shortcut solves: no hard state side and no soft side held exactly
+    at its bound (s = 0 within the exact penalty) active (inputs at a bound are), at most one side of a row."""
     z = qp.sizes
-    hard_sides = 2 * z.N * z.nu  # the inputs' sides, and the hard state bound's (component nx - 1)
+    hard_sides = 2 * z.N * z.nu  # the inputs' sides come first
     active = np.asarray(res.lam) > np.asarray(res.t)
-    if active[:hard_sides].any():
-        return False
     for j, soft in enumerate(_soft_rows(qp)):
         row = active[hard_sides + 2 * j: hard_sides + 2 * j + 2]
         if row.any() and (not soft or row.all() or not res.s[j] > res.lam_s[j]):
@@ -226,16 +225,17 @@ def _shortcut_applies(qp: StageQP, res: StageQPResult) -> bool:
     return True
 
 
-@pytest.mark.parametrize("general", [False, True])
-def test_warm_start_with_the_right_active_set_is_solved_exactly_in_one_step(hosts, general) -> None:
-    """The warm start's shortcut: with no hard side active, the QP with the predicted active set (violated soft
-    sides as their quadratic penalty) is one Newton step, and its point is the QP's solution to rounding.
+@pytest.mark.parametrize("general, saturated", [(False, False), (True, False), (False, True), (True, True)])
+def test_warm_start_with_the_right_active_set_is_solved_exactly_in_one_step(hosts, general, saturated) -> None:
+    """The warm start's shortcut: with inputs at their bounds (fixed there) and soft sides violated (their
+    quadratic penalty), the QP with the predicted active set is one Newton step, and its point is the QP's
+    solution to rounding, its multipliers the interior point's.
 
     Truth: Clarabel. The IPM stops at a relative complementarity of 1e-14; the shortcut's is zero, and the
     C and the twin take it alike (one iteration each)."""
-    active, used = 0, 0
+    active, used, fixed = 0, 0, 0
     for seed in range(10):
-        qp = _steady(seed, general)
+        qp = _steady(seed, general, saturated)
         ref = solve_reference(qp)
         assert ref.status == "Solved"
         solver = hosts(qp.sizes, "double")
@@ -254,13 +254,21 @@ def test_warm_start_with_the_right_active_set_is_solved_exactly_in_one_step(host
             assert np.all(warm.s >= 0) and np.all(warm.t >= 0) and np.all(warm.lam >= 0)
         twin, c = solve_stage_qp(qp, warm=cold), solver.solve(qp, warm=cold)
         np.testing.assert_allclose(c.u, twin.u, atol=1e-12)
+        # every multiplier is the interior point's (which carries its own tolerance's error, and a slack t =
+        # mu / lam on an active side: 1e-14 relative)
+        np.testing.assert_allclose(c.lam, cold.lam, atol=1e-8 * (1 + np.abs(cold.lam).max()))
+        np.testing.assert_allclose(twin.lam, c.lam, atol=1e-10 * (1 + np.abs(c.lam).max()))
+        fixed += int((np.asarray(c.lam[:2 * qp.sizes.N * qp.sizes.nu]) > 0).sum())
         soft = _soft_rows(qp)
         violated = soft & (c.s > 1e-6)
         active += int(violated.sum())
         np.testing.assert_allclose(c.lam_s[violated], 0.0)
         np.testing.assert_allclose(c.lam_s[soft & ~violated], qp.l1)
-        np.testing.assert_allclose(c.lam.max(), qp.l1 + 2 * qp.l2 * c.s.max(), rtol=1e-12)
+        hs = 2 * qp.sizes.N * qp.sizes.nu  # (a row's sides follow the inputs', two per row as s is numbered)
+        side_lam = np.asarray(c.lam[hs:]).reshape(-1, 2).max(axis=1)
+        np.testing.assert_allclose(side_lam[violated], qp.l1 + 2 * qp.l2 * c.s[violated], rtol=1e-12)
     assert used >= 4 and active > 0  # (the penalty's quadratic was exercised)
+    assert (fixed > 0) == saturated  # (and inputs fixed at their bounds)
 
 
 def test_warm_start_with_the_wrong_active_set_falls_back_to_the_interior_point(hosts) -> None:
