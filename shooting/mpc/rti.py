@@ -38,7 +38,7 @@ from shooting.mpc.controllers import ControlStep
 from shooting.mpc.layout import ShootingLayout
 from shooting.mpc.ocp import MultipleShootingOCP
 from shooting.mpc.rti_stage import StageQPBuilder, nonfinite_where
-from shooting.mpc.sqp import COLD_START_ITERATIONS, MAX_SQP_ITERATIONS, SQP_STATUS, SQPResult, sqp
+from shooting.mpc.sqp import COLD_START_ITERATIONS, MAX_SQP_ITERATIONS, SQP_STATUS, SQPResult, SQPStep, sqp
 from shooting.options import QP_SOLVERS, QPSolver
 from shooting.qp import StageQP, StageQPResult, shifted_result, solve_stage_qp
 
@@ -494,7 +494,14 @@ class RTIController:
         x, u = L.unpack_w(w)
         x = x.copy()
         x[0] = x0
-        result = sqp(x, u, lambda xs, us: builder.sqp_step(xs, us, xr, ur, pp, t0, u_prev),
+        last: list[StageQPResult | None] = [None]  # the last iteration's QP (its active set: tried first)
+
+        def qp_step(xs: npt.NDArray[np.float64], us: npt.NDArray[np.float64]) -> SQPStep:
+            step = builder.sqp_step(xs, us, xr, ur, pp, t0, u_prev, last[0])
+            last[0] = step.qp
+            return step
+
+        result = sqp(x, u, qp_step,
                      lambda xs, us: ocp.cost(xs, us, x_ref=xr, u_ref=ur, p=pp, t0=t0, u_prev=u_prev),
                      lambda xs, us: builder.defects(xs, us, pp, t0), max_iter=max_iter)
         self._guess = QPPoint(L.pack_w(result.x, result.u, self._slacks(result.x)), None, None)

@@ -229,8 +229,9 @@ class StageQPBuilder:
         return np.concatenate(parts)
 
     def sqp_step(self, x: FloatArray, u: FloatArray, x_ref: FloatArray, u_ref: FloatArray, p: FloatArray,
-                 t0: float, u_prev: FloatArray) -> SQPStep:
-        """One SQP iteration's QP: linearise at (x, u) (x[0] the measured state) and solve from there."""
+                 t0: float, u_prev: FloatArray, last: StageQPResult | None = None) -> SQPStep:
+        """One SQP iteration's QP: linearise at (x, u) (x[0] the measured state) and solve from there, trying
+        the `last` iteration's active set first (`solve_stage_qp`'s shortcut; else a cold start, as the C)."""
         nx = self.ocp.nx
         qp = self.with_state(self.build(x, u, x_ref, u_ref, p, t0, u_prev), x[0], u_prev)
         where = nonfinite_where(qp)
@@ -238,12 +239,12 @@ class StageQPBuilder:
             return SQPStep(x, u, False, 0.0, 0.0, f"non-finite QP data at {where} (the model's step or its "
                                                  f"sensitivities are not finite at the linearisation point)")
         start = self.guess(x, u, u_prev)
-        res = solve_stage_qp(qp, x_guess=start, u_guess=u)
+        res = solve_stage_qp(qp, x_guess=start, u_guess=u, warm=last, shortcut_only=True)
         if res.status != 0:
             return SQPStep(x, u, False, 0.0, 0.0, res.message)
         decrease = stage_qp_objective(qp, start, u) - stage_qp_objective(qp, res.x, res.u)
         return SQPStep(res.x[:, :nx], res.u, True, decrease, max(float(np.abs(res.pi).max(initial=0.0)),
-                                                                 hard_multiplier(res, qp)))
+                                                                 hard_multiplier(res, qp)), qp=res)
 
 
 def nonfinite_where(qp: StageQP) -> str | None:

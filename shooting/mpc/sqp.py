@@ -35,6 +35,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from shooting.qp import StageQPResult
+
 __all__ = ["ARMIJO", "COLD_START_ITERATIONS", "MAX_SQP_ITERATIONS", "MIN_STEP", "NONMONOTONE", "SQP_ROUNDING",
            "SQP_STATUS", "SQP_TOLERANCES", "SQPResult", "SQPStep", "sqp"]
 
@@ -69,6 +71,7 @@ class SQPStep:
     model_decrease: float
     multiplier: float
     message: str = ""
+    qp: StageQPResult | None = None  # the QP's solution (the next iteration's QP tries its active set first)
 
 
 @dataclass(frozen=True)

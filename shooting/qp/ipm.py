@@ -93,7 +93,7 @@ def _start(P: Problem, x: FloatArray, u: FloatArray, warm: StageQPResult | None 
 
 def solve_stage_qp(qp: StageQP, *, x_guess: npt.ArrayLike | None = None, u_guess: npt.ArrayLike | None = None,
                    max_iter: int = 100, tolerances: dict[str, float] | None = None,
-                   warm: StageQPResult | None = None) -> StageQPResult:
+                   warm: StageQPResult | None = None, shortcut_only: bool = False) -> StageQPResult:
     """Solve a `StageQP` by the interior-point Riccati method, in numpy (double precision).
 
     Parameters
@@ -113,6 +113,10 @@ def solve_stage_qp(qp: StageQP, *, x_guess: npt.ArrayLike | None = None, u_guess
         First the active set it predicts is tried (one Newton step, exact when
         right: ``iterations == 1``); a warm interior point that reads as
         infeasible or reaches `max_iter` starts again cold (the C does the same).
+    shortcut_only : bool
+        `warm` serves the shortcut only: when it fails, the interior point
+        starts cold from the guess (an SQP iteration's QP after the last
+        one's: C ``@{p}_solve`` with warm = 2, then a cold solve).
 
     Returns
     -------
@@ -128,10 +132,12 @@ def solve_stage_qp(qp: StageQP, *, x_guess: npt.ArrayLike | None = None, u_guess
         u[:N] = np.asarray(u_guess, dtype=float).reshape(N, nu)
     if warm is None:
         return _ipm(P, x, u, None, tol, max_iter)
-    solved, warm, x, u = shortcut(P, x, u, warm, tol)  # the warm start's active set, tried first
+    solved, warm, x_moved, u_moved = shortcut(P, x, u, warm, tol)  # the warm start's active set, tried first
     if solved is not None:
         return to_result(P, solved, 0, 1, residuals(P, solved)[:3])
-    res = _ipm(P, x, u, warm, tol, max_iter)
+    if shortcut_only:
+        return _ipm(P, x, u, None, tol, max_iter)
+    res = _ipm(P, x_moved, u_moved, warm, tol, max_iter)
     if res.status not in (1, 2):
         return res
     # A warm start far from this QP's solution misled the interior point (a divergence read as infeasible, or
