@@ -205,3 +205,26 @@ def test_reset_seeds_the_inputs_at_the_references_clipped(R, R_delta, real: str,
     # float: u_ref back from its gradient costs a few units of rounding of 60 N
     assert np.allclose(u, np.clip(u_ref, -40.0, 40.0), rtol=0, atol=1e-12 if real == "double" else 2e-5), u
     assert np.allclose(x, x0, rtol=0, atol=1e-7)
+
+
+@needs_gcc
+def test_after_a_failed_sample_c_and_python_start_afresh_from_the_measured_state(tmp_path) -> None:
+    """A QP that fails (the cart measured beyond its hard bound, moving outward: no input keeps x_1 inside)
+    makes both controllers start the next sample afresh from its measured state: the guess seeded as
+    reset's (x held, inputs at their clipped references), then SQP to convergence. Both then give IPOPT's
+    first input for that state; a C that went on from its failed guess would not (its next sample is one QP
+    from a trajectory that left the bounds)."""
+    ocp, x0 = _case("cart bound active")
+    assert export_controller(ocp, tmp_path / "c", x0=x0, name="fails").ok
+    ctl = load_controller(tmp_path / "c")
+    rti = RTIController(ocp, initialize_with_ipopt=False)
+    outside, back = np.array([0.4, 0.1, 2.0, 0.0]), np.array([-0.1, 0.2, -0.5, 0.3])
+    for controller in (ctl, rti):
+        assert controller.step(x0, 0.0).success
+        failed = controller.step(outside, ocp.dt)
+        assert not failed.success
+        again = controller.step(back, 2 * ocp.dt)
+        assert again.success and again.iterations > 1  # (SQP iterations: a cold start)
+        truth = ocp.solve(back, t0=2 * ocp.dt)
+        assert truth.success
+        _agree(again.u, truth.u[0], 1e-6)

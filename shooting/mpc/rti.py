@@ -327,8 +327,9 @@ class RTIController:
             ``u`` (nu,), ``solve_time`` (feedback + preparation seconds of this
             sample), ``success``, ``status`` (the QP solver's), ``iterations``.
             Non-finite QP data or solution is a failure (``success`` False,
-            never a NaN input): the last input is held and the next sample
-            starts afresh from its measured state.
+            never a NaN input): the last input is held. After any failed
+            sample (a QP that did not solve too, its iterate's first input
+            applied) the next one starts afresh from its measured state.
         """
         ocp = self.ocp
         L = ocp.layout
@@ -368,6 +369,11 @@ class RTIController:
                                 "non-finite QP solution (the QP's arithmetic overflowed)")
         u = np.clip(w[L.u_idx[0]], ocp.u_min, ocp.u_max)
         self.u_last = u.copy()
+        if not success:  # a QP that failed: the next sample starts afresh from its measured state (as the C)
+            self._guess, self._prepared, self._prepared_P, self._qp_warm = None, None, None, None
+            self._cold = True
+            return ControlStep(u=u, solve_time=feedback + prepare, success=False, status=status,
+                               iterations=iterations)
         # Shift primal and dual values one stage: the next linearisation point
         # and multiplier guess (the QP's rows are the OCP's initial-state and
         # dynamics rows, laid out as in g); the data shift with them.
