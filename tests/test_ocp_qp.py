@@ -17,7 +17,7 @@ import shooting
 from qp_reference import random_qp, solve_reference
 from shooting.controller.ocp_qp import HostOCPQP
 from shooting.mpc.rti_stage import StageQPBuilder
-from shooting.qp import OCPQPSizes, StageQP, StageQPResult, shifted_result, solve_stage_qp
+from shooting.qp import OCP_QP_TOLERANCES, OCPQPSizes, StageQP, StageQPResult, shifted_result, solve_stage_qp
 
 SEEDS = range(24)
 
@@ -250,6 +250,10 @@ def test_warm_start_with_the_right_active_set_is_solved_exactly_in_one_step(host
             np.testing.assert_allclose(warm.u, ref.u, atol=1e-8)
             np.testing.assert_allclose(warm.x, ref.x, atol=1e-8)
             assert warm.residuals[2] == 0.0  # complementarity: exactly zero
+            # stationarity and equalities to rounding (the shortcut does not test them: a backward stable
+            # solve; evaluated here at its point): within the interior point's own tolerances
+            assert warm.residuals[0] <= OCP_QP_TOLERANCES["double"]["tol_stat"]
+            assert warm.residuals[1] <= OCP_QP_TOLERANCES["double"]["tol_eq"]
             # Each soft row's slack is its violation, the penalty's multiplier on the violated side l1 + 2 l2 s.
             assert np.all(warm.s >= 0) and np.all(warm.t >= 0) and np.all(warm.lam >= 0)
         twin, c = solve_stage_qp(qp, warm=cold), solver.solve(qp, warm=cold)

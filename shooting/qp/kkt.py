@@ -227,11 +227,12 @@ def newton_blocks(P: Problem, it: Iterate, rc: FloatArray, rcs: FloatArray
     return Hxx, Hux, Huu, gx, gu
 
 
-def chol(M: FloatArray, strict: int) -> FloatArray:
+def chol(M: FloatArray, strict: int, exact: bool = False) -> FloatArray:
     """Lower Cholesky factor with the C's pivot rules (the first `strict` regularised, the others may vanish).
 
     LAPACK's factor when every pivot keeps more than the tolerance of its diagonal (then the rules change
-    nothing), else the rules one pivot at a time.
+    nothing), else the rules one pivot at a time. ``exact``: a strict pivot that needs regularising raises
+    `numpy.linalg.LinAlgError` instead (the C's chol returns 2 there).
     """
     try:
         L = np.asarray(np.linalg.cholesky(M), dtype=float)
@@ -246,6 +247,8 @@ def chol(M: FloatArray, strict: int) -> FloatArray:
         if j < strict:
             if not djj > 0:
                 raise np.linalg.LinAlgError("not positive definite")
+            if not d > TOL_PD * djj and exact:
+                raise np.linalg.LinAlgError("a pivot needs regularising")
             d = d if d > TOL_PD * djj else TOL_PD * djj
         elif not djj >= 0:
             raise np.linalg.LinAlgError("not positive semi-definite")
@@ -268,9 +271,13 @@ class Factors:
         self.p = np.zeros((N, nx))  # p_{k+1} of the last solve
 
 
-def riccati(P: Problem, it: Iterate, blocks_: tuple[FloatArray, ...], F: Factors, factor: bool
-             ) -> tuple[FloatArray, FloatArray]:
-    """Square-root Riccati solve of the Newton system's LQ problem (C: @{p}riccati)."""
+def riccati(P: Problem, it: Iterate, blocks_: tuple[FloatArray, ...], F: Factors, factor: bool,
+            exact: bool = False) -> tuple[FloatArray, FloatArray]:
+    """Square-root Riccati solve of the Newton system's LQ problem (C: @{p}riccati).
+
+    ``exact`` (the shortcut's system): an input pivot that needs regularising raises
+    `numpy.linalg.LinAlgError` (see `chol`).
+    """
     Hxx, Hux, Huu, gx, gu = blocks_
     N, nx, nu = P.N, P.nx, P.nu
     e = np.einsum("kij,kj->ki", P.A, it.x[:N]) + np.einsum("kij,kj->ki", P.B, it.u[:N]) + P.b - it.x[1:]
@@ -284,7 +291,7 @@ def riccati(P: Problem, it: Iterate, blocks_: tuple[FloatArray, ...], F: Factors
             M[:nu, nu:] += Hux[k]
             M[nu:, :nu] += Hux[k].T
             M[nu:, nu:] += Hxx[k]
-            Lm = chol(M, nu)
+            Lm = chol(M, nu, exact)
             F.Lri[k] = np.linalg.inv(Lm[:nu, :nu])
             F.Ls[k], Lq = Lm[nu:, :nu], Lm[nu:, nu:]
         F.K = -np.einsum("kji,klj->kil", F.Lri, F.Ls)  # -Lr^{-T} Ls'
