@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import casadi as ca
@@ -305,6 +306,27 @@ def test_load_step_is_the_exported_integrator(tmp_path: Path) -> None:
         load_controller(tmp_path / "rk4")
     with pytest.raises(ValueError, match="manifest"):
         load_step(tmp_path)
+
+
+def test_sample_times_are_the_controllers_own(swingup: shooting.MultipleShootingOCP, tmp_path: Path) -> None:
+    """A loaded controller's step runs feedback, shift and prepare in one call and times them in C: each
+    solve_time is positive and within the wall time of its step (a time the C does not write reads 0; one
+    that includes Python's exceeds nothing here but is caught by the first), and the prediction is the
+    feedback's, taken before the shift (it starts at the measured state)."""
+    assert export_controller(swingup, tmp_path / "c", force=True).ok
+    ctl = load_controller(tmp_path / "c")
+    x = np.array(swingup.model.x0, dtype=float)
+    for _ in range(6):
+        t0 = time.perf_counter()
+        step = ctl.step(x)
+        wall = time.perf_counter() - t0
+        assert step.success and 0.0 < step.solve_time <= wall
+        assert step.solve_time == pytest.approx(ctl.feedback_times[-1] + ctl.preparation_times[-1], rel=1e-12)
+        assert ctl.feedback_times[-1] > 0 and ctl.preparation_times[-1] > 0
+        assert ctl.x_pred is not None and ctl.u_pred is not None
+        np.testing.assert_allclose(ctl.x_pred[0], x, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(ctl.u_pred[0], step.u, rtol=0, atol=1e-12)
+        x = ctl.x_pred[1]
 
 
 @needs_m4

@@ -42,6 +42,8 @@ from shooting.mpc.sqp import (
     MAX_SQP_ITERATIONS,
     MIN_STEP,
     NONMONOTONE,
+    QP_LOOSE,
+    QP_LOOSE_STEP,
     SQP_ROUNDING,
     SQP_TOLERANCES,
 )
@@ -371,7 +373,9 @@ def generate_controller(spec: ControllerSpec, name: str, *, real: Real = "double
         functions=emitter.source() + "\n" + qp.functions, body=body, value=value, n_value_out=plain.n_out(),
         sqp_tol_step=literal(sqp_tol["step"], real), sqp_tol_defect=literal(sqp_tol["defect"], real),
         armijo=literal(ARMIJO, real), min_step=literal(MIN_STEP, real), nonmonotone=NONMONOTONE,
-        rounding=literal(SQP_ROUNDING[real], real),
+        rounding=literal(SQP_ROUNDING[real], real), qp_loose_stat=literal(QP_LOOSE["tol_stat"], real),
+        qp_loose_eq=literal(QP_LOOSE["tol_eq"], real), qp_loose_mu=literal(QP_LOOSE["tol_mu"], real),
+        qp_loose_step=literal(QP_LOOSE_STEP, real),
     )
     header = _header(spec, values, real, emitter, qp.work, measured)
     manifest = {
@@ -449,4 +453,6 @@ def _header(spec: ControllerSpec, values: dict[str, Any], real: Real, emitter: C
         sqp_tol_step=literal(SQP_TOLERANCES[real]["step"], real),
         sqp_tol_defect=literal(SQP_TOLERANCES[real]["defect"], real),
         cold_iterations=COLD_START_ITERATIONS, max_sqp_iter=MAX_SQP_ITERATIONS,
+        loose_stat_text=f"{QP_LOOSE['tol_stat']:g}", loose_eq_text=f"{QP_LOOSE['tol_eq']:g}",
+        loose_mu_text=f"{QP_LOOSE['tol_mu']:g}", loose_step_text=f"{QP_LOOSE_STEP:g}",
     )

@@ -207,7 +207,7 @@ def input_tolerance(ocp: MultipleShootingOCP, spec: ControllerSpec, x0: FloatArr
     exact = solve_stage_qp(qp, x_guess=x_start, u_guess=ug)
     xs = np.array(xg, dtype=float)
     xs[0] = x0
-    cold = sqp(xs, ug, lambda a, b: builder.sqp_step(a, b, d["x_ref"], d["u_ref"], d["p"], 0.0, zero),
+    cold = sqp(xs, ug, lambda a, b, f: builder.sqp_step(a, b, d["x_ref"], d["u_ref"], d["p"], 0.0, zero, loose=f),
                lambda a, b: ocp.cost(a, b), lambda a, b: builder.defects(a, b, d["p"], 0.0),
                max_iter=COLD_START_ITERATIONS)
     cast = np.float32 if real == "float" else np.float64

@@ -502,8 +502,8 @@ class RTIController:
         x[0] = x0
         last: list[StageQPResult | None] = [None]  # the last iteration's QP (its active set: tried first)
 
-        def qp_step(xs: npt.NDArray[np.float64], us: npt.NDArray[np.float64]) -> SQPStep:
-            step = builder.sqp_step(xs, us, xr, ur, pp, t0, u_prev, last[0])
+        def qp_step(xs: npt.NDArray[np.float64], us: npt.NDArray[np.float64], loose: bool) -> SQPStep:
+            step = builder.sqp_step(xs, us, xr, ur, pp, t0, u_prev, last[0], loose)
             last[0] = step.qp
             return step
 

@@ -34,8 +34,8 @@ import numpy.typing as npt
 from shooting.integrate.integrator import HOST_UNROLL_STEPS, build_integrator
 from shooting.mpc.costs import convexify, expansion
 from shooting.mpc.ocp import MultipleShootingOCP
-from shooting.mpc.sqp import SQPStep
-from shooting.qp import StageQP, StageQPResult, solve_stage_qp, stage_qp_objective
+from shooting.mpc.sqp import SQPStep, qp_tolerances
+from shooting.qp import OCP_QP_TOLERANCES, StageQP, StageQPResult, solve_stage_qp, stage_qp_objective
 
 __all__ = ["StageQPBuilder", "constraint_functions", "cost_expansions", "cost_values", "hard_multiplier",
            "nonfinite_where"]
@@ -229,9 +229,11 @@ class StageQPBuilder:
         return np.concatenate(parts)
 
     def sqp_step(self, x: FloatArray, u: FloatArray, x_ref: FloatArray, u_ref: FloatArray, p: FloatArray,
-                 t0: float, u_prev: FloatArray, last: StageQPResult | None = None) -> SQPStep:
+                 t0: float, u_prev: FloatArray, last: StageQPResult | None = None,
+                 loose: bool = False) -> SQPStep:
         """One SQP iteration's QP: linearise at (x, u) (x[0] the measured state) and solve from there, trying
-        the `last` iteration's active set first (`solve_stage_qp`'s shortcut; else a cold start, as the C)."""
+        the `last` iteration's active set first (`solve_stage_qp`'s shortcut; else a cold start, as the C), to
+        the tolerances ``qp_tolerances(loose, ...)`` (False: the QP's own)."""
         nx = self.ocp.nx
         qp = self.with_state(self.build(x, u, x_ref, u_ref, p, t0, u_prev), x[0], u_prev)
         where = nonfinite_where(qp)
@@ -239,7 +241,8 @@ class StageQPBuilder:
             return SQPStep(x, u, False, 0.0, 0.0, f"non-finite QP data at {where} (the model's step or its "
                                                  f"sensitivities are not finite at the linearisation point)")
         start = self.guess(x, u, u_prev)
-        res = solve_stage_qp(qp, x_guess=start, u_guess=u, warm=last, shortcut_only=True)
+        res = solve_stage_qp(qp, x_guess=start, u_guess=u, warm=last, shortcut_only=True,
+                             tolerances=qp_tolerances(loose, OCP_QP_TOLERANCES["double"]))
         if res.status != 0:
             return SQPStep(x, u, False, 0.0, 0.0, res.message)
         decrease = stage_qp_objective(qp, start, u) - stage_qp_objective(qp, res.x, res.u)

@@ -22,6 +22,19 @@ dynamics' defects are below the tolerances relative to the trajectory's size.
 A converged point is a KKT point of the OCP's NLP whatever the QP's Hessian
 (Gauss-Newton here), so it equals IPOPT's solution to the tolerances.
 
+Far from the solution the QPs are solved inexactly (an inexact Newton
+method: Dembo, Eisenstat and Steihaug, SIAM J. Numer. Anal. 19, 1982): in the
+first iteration and while the last step exceeded `QP_LOOSE_STEP` (relative),
+an iteration's interior point stops at the relative residuals `QP_LOOSE`
+(never below the QP's own tolerances, `qp_tolerances`), where the QP's last
+digits do not improve a step that large. Once the steps are smaller the QPs
+are solved to their own tolerances, so the SQP converges as before and to the
+same point; should an inexact QP's step not descend, the iterate is taken
+again with its QP, and every later one, solved exactly. (A tolerance that
+shrinks with the step instead, as a forcing term, made the SQP cycle on a
+problem with an active hard state bound: 16 -> 83 iterations.) The swing-up
+from hanging: 265 -> 160 interior-point iterations over its cold solve.
+
 The exported C runs the same iteration (``NAME_mpc_solve``); `SQPResult`
 is what both report.
 """
@@ -37,8 +50,9 @@ import numpy.typing as npt
 
 from shooting.qp import StageQPResult
 
-__all__ = ["ARMIJO", "COLD_START_ITERATIONS", "MAX_SQP_ITERATIONS", "MIN_STEP", "NONMONOTONE", "SQP_ROUNDING",
-           "SQP_STATUS", "SQP_TOLERANCES", "SQPResult", "SQPStep", "sqp"]
+__all__ = ["ARMIJO", "COLD_START_ITERATIONS", "MAX_SQP_ITERATIONS", "MIN_STEP", "NONMONOTONE", "QP_LOOSE",
+           "QP_LOOSE_STEP", "SQP_ROUNDING", "SQP_STATUS", "SQP_TOLERANCES", "SQPResult", "SQPStep", "qp_tolerances",
+           "sqp"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -56,8 +70,26 @@ NONMONOTONE = 5
 SQP_ROUNDING = {"double": 1e-14, "float": 1e-6}
 ROUNDING = SQP_ROUNDING["double"]
 
+#: Inexact SQP: the relative residuals an iteration's QP stops at while the steps are larger than
+#: QP_LOOSE_STEP (see the module's docstring and `qp_tolerances`).
+QP_LOOSE = {"tol_stat": 1e-4, "tol_eq": 1e-6, "tol_mu": 1e-6}
+QP_LOOSE_STEP = 0.1
+
 #: The cold start's iteration limit (RTIController and the C's first feedback), and the most of any solve.
 COLD_START_ITERATIONS, MAX_SQP_ITERATIONS = 100, 1000
+
+
+def qp_tolerances(loose: bool, tight: dict[str, float]) -> dict[str, float]:
+    """An SQP iteration's QP tolerances: ``max(tight, QP_LOOSE)`` each when `loose`, else `tight`.
+
+    Parameters
+    ----------
+    loose : bool
+        Whether the QP may be solved inexactly (the first iteration, or a last step above `QP_LOOSE_STEP`).
+    tight : dict
+        The QP's own tolerances (``tol_stat``, ``tol_eq``, ``tol_mu``).
+    """
+    return {key: max(value, QP_LOOSE[key]) if loose else value for key, value in tight.items()}
 
 
 @dataclass(frozen=True)
@@ -105,7 +137,7 @@ class SQPResult:
         return self.status == 0
 
 
-def sqp(x: FloatArray, u: FloatArray, qp_step: Callable[[FloatArray, FloatArray], SQPStep],
+def sqp(x: FloatArray, u: FloatArray, qp_step: Callable[[FloatArray, FloatArray, bool], SQPStep],
         objective: Callable[[FloatArray, FloatArray], float],
         defects: Callable[[FloatArray, FloatArray], FloatArray], *, max_iter: int = 50,
         tolerances: dict[str, float] | None = None) -> SQPResult:
@@ -114,8 +146,8 @@ def sqp(x: FloatArray, u: FloatArray, qp_step: Callable[[FloatArray, FloatArray]
     Parameters
     ----------
     x, u : ndarray, shapes (N+1, nx), (N, nu)
-    qp_step : callable ``(x, u) -> SQPStep``
-        Linearise at (x, u) and solve the QP from there.
+    qp_step : callable ``(x, u, loose) -> SQPStep``
+        Linearise at (x, u) and solve the QP from there, to the tolerances ``qp_tolerances(loose, ...)``.
     objective : callable ``(x, u) -> float``
         The OCP's objective J.
     defects : callable ``(x, u) -> ndarray``
@@ -130,6 +162,7 @@ def sqp(x: FloatArray, u: FloatArray, qp_step: Callable[[FloatArray, FloatArray]
     """
     tol = {**SQP_TOLERANCES["double"], **(tolerances or {})}
     nu_pen, step_size = 0.0, np.inf
+    exact = False  # (set for good when an inexact QP's step did not descend)
     x, u = np.array(x, dtype=float), np.array(u, dtype=float)
     history: deque[tuple[float, float]] = deque(maxlen=NONMONOTONE)  # (J, V) of the last NONMONOTONE iterates
     for it in range(max_iter + 1):
@@ -139,7 +172,8 @@ def sqp(x: FloatArray, u: FloatArray, qp_step: Callable[[FloatArray, FloatArray]
             return SQPResult(x, u, it, 0, step_size, defect)
         if it == max_iter:
             return SQPResult(x, u, it, 1, step_size, defect, SQP_STATUS[1])
-        qp = qp_step(x, u)
+        loose = not exact and step_size > QP_LOOSE_STEP
+        qp = qp_step(x, u, loose)
         if not qp.ok:
             return SQPResult(x, u, it, 2, step_size, defect, f"{SQP_STATUS[2]}: {qp.message}")
         dx, du = qp.x - x, qp.u - u
@@ -151,7 +185,7 @@ def sqp(x: FloatArray, u: FloatArray, qp_step: Callable[[FloatArray, FloatArray]
         history.append((J, V))
         reference = max(Jh + nu_pen * Vh for Jh, Vh in history)
         pred = max(qp.model_decrease + nu_pen * V, 0.0)
-        alpha = 1.0
+        alpha, retry = 1.0, False
         while True:
             xt, ut = x + alpha * dx, u + alpha * du
             phi_t = objective(xt, ut) + nu_pen * float(np.abs(defects(xt, ut)).sum())
@@ -161,8 +195,13 @@ def sqp(x: FloatArray, u: FloatArray, qp_step: Callable[[FloatArray, FloatArray]
             if alpha <= MIN_STEP:
                 if step_size <= tol["step"]:  # a step at the precision's floor: as converged as it gets
                     break
+                if not exact and loose:  # an inexact QP's step that does not descend: again, exactly from now on
+                    exact = retry = True
+                    break
                 return SQPResult(x, u, it, 3, step_size, defect, f"{SQP_STATUS[3]} (merit {phi:.6g})")
             alpha *= BACKTRACK
+        if retry:
+            continue  # (this iterate again)
         x, u = xt, ut
         step_size *= alpha
     raise AssertionError("unreachable")  # pragma: no cover
