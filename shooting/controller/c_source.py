@@ -324,6 +324,10 @@ def generate_controller(spec: ControllerSpec, name: str, *, real: Real = "double
     plain = build_integrator(model, spec.method, spec.steps, "none", name=f"{model.name}_mpc_value")
     value = emitter.add(plain)
     sqp_tol = SQP_TOLERANCES[real]
+    # Inexact QPs in the SQP's first iterations (sqp.py) in double only: in float the SQP's own tolerance
+    # (SQP_TOLERANCES) bounds the cold start's accuracy, and loosening its QPs moved the quadrotor's first
+    # inputs by 4e-5 of their range where the check allows 5e-5 (exact QPs: 4e-7)
+    loose = QP_LOOSE if real == "double" else OCP_QP_TOLERANCES[real]
     z = spec.sizes
     qp = ocp_qp_source(f"{stem}_qp", real, z)
     measured = dict(sizes or {})
@@ -373,8 +377,8 @@ def generate_controller(spec: ControllerSpec, name: str, *, real: Real = "double
         functions=emitter.source() + "\n" + qp.functions, body=body, value=value, n_value_out=plain.n_out(),
         sqp_tol_step=literal(sqp_tol["step"], real), sqp_tol_defect=literal(sqp_tol["defect"], real),
         armijo=literal(ARMIJO, real), min_step=literal(MIN_STEP, real), nonmonotone=NONMONOTONE,
-        rounding=literal(SQP_ROUNDING[real], real), qp_loose_stat=literal(QP_LOOSE["tol_stat"], real),
-        qp_loose_eq=literal(QP_LOOSE["tol_eq"], real), qp_loose_mu=literal(QP_LOOSE["tol_mu"], real),
+        rounding=literal(SQP_ROUNDING[real], real), qp_loose_stat=literal(loose["tol_stat"], real),
+        qp_loose_eq=literal(loose["tol_eq"], real), qp_loose_mu=literal(loose["tol_mu"], real),
         qp_loose_step=literal(QP_LOOSE_STEP, real),
     )
     header = _header(spec, values, real, emitter, qp.work, measured)
@@ -453,6 +457,19 @@ def _header(spec: ControllerSpec, values: dict[str, Any], real: Real, emitter: C
         sqp_tol_step=literal(SQP_TOLERANCES[real]["step"], real),
         sqp_tol_defect=literal(SQP_TOLERANCES[real]["defect"], real),
         cold_iterations=COLD_START_ITERATIONS, max_sqp_iter=MAX_SQP_ITERATIONS,
-        loose_stat_text=f"{QP_LOOSE['tol_stat']:g}", loose_eq_text=f"{QP_LOOSE['tol_eq']:g}",
-        loose_mu_text=f"{QP_LOOSE['tol_mu']:g}", loose_step_text=f"{QP_LOOSE_STEP:g}",
+        inexact_text=_inexact_text(real),
     )
+
+
+def _inexact_text(real: Real) -> str:
+    """The header's words on the SQP's inexact QPs (double only: see `generate_controller`)."""
+    if real != "double":
+        return ("Its QPs are\n * solved to their own tolerances (in float the SQP's own tolerance is the cold "
+                "start's accuracy: no\n * inexact QPs).")
+    return (f"In the first\n * iteration and while the last step exceeded {QP_LOOSE_STEP:g} (relative), the QP's "
+            f"interior point stops at\n * relative residuals loosened to {QP_LOOSE['tol_stat']:g} (stationarity), "
+            f"{QP_LOOSE['tol_eq']:g} (equalities),\n * {QP_LOOSE['tol_mu']:g} (complementarity), never below its "
+            f"own tolerances: an inexact Newton step where a step that\n * large gains nothing from the QP's last "
+            f"digits; later QPs are solved to their own tolerances, so the SQP\n * converges to the same point "
+            f"(should an inexact step not descend, the iterate is taken again, its QP and\n * every later one "
+            f"solved exactly).")
