@@ -323,11 +323,6 @@ def generate_controller(spec: ControllerSpec, name: str, *, real: Real = "double
     # The step without sensitivities, for the SQP's line search (x_next only: a fraction of the cost).
     plain = build_integrator(model, spec.method, spec.steps, "none", name=f"{model.name}_mpc_value")
     value = emitter.add(plain)
-    sqp_tol = SQP_TOLERANCES[real]
-    # Inexact QPs in the SQP's first iterations (sqp.py) in double only: in float the SQP's own tolerance
-    # (SQP_TOLERANCES) bounds the cold start's accuracy, and loosening its QPs moved the quadrotor's first
-    # inputs by 4e-5 of their range where the check allows 5e-5 (exact QPs: 4e-7)
-    loose = QP_LOOSE if real == "double" else OCP_QP_TOLERANCES[real]
     z = spec.sizes
     qp = ocp_qp_source(f"{stem}_qp", real, z)
     measured = dict(sizes or {})
@@ -375,11 +370,7 @@ def generate_controller(spec: ControllerSpec, name: str, *, real: Real = "double
         tol_stat=literal(tol["tol_stat"], real), tol_eq=literal(tol["tol_eq"], real),
         tol_mu=literal(tol["tol_mu"], real),
         functions=emitter.source() + "\n" + qp.functions, body=body, value=value, n_value_out=plain.n_out(),
-        sqp_tol_step=literal(sqp_tol["step"], real), sqp_tol_defect=literal(sqp_tol["defect"], real),
-        armijo=literal(ARMIJO, real), min_step=literal(MIN_STEP, real), nonmonotone=NONMONOTONE,
-        rounding=literal(SQP_ROUNDING[real], real), qp_loose_stat=literal(loose["tol_stat"], real),
-        qp_loose_eq=literal(loose["tol_eq"], real), qp_loose_mu=literal(loose["tol_mu"], real),
-        qp_loose_step=literal(QP_LOOSE_STEP, real),
+        **_sqp_values(real),
     )
     header = _header(spec, values, real, emitter, qp.work, measured)
     manifest = {
@@ -462,7 +453,7 @@ def _header(spec: ControllerSpec, values: dict[str, Any], real: Real, emitter: C
 
 
 def _inexact_text(real: Real) -> str:
-    """The header's words on the SQP's inexact QPs (double only: see `generate_controller`)."""
+    """The header's words on the SQP's inexact QPs (double only: see `_sqp_values`)."""
     if real != "double":
         return ("Its QPs are\n * solved to their own tolerances (in float the SQP's own tolerance is the cold "
                 "start's accuracy: no\n * inexact QPs).")
@@ -473,3 +464,17 @@ def _inexact_text(real: Real) -> str:
             f"digits; later QPs are solved to their own tolerances, so the SQP\n * converges to the same point "
             f"(should an inexact step not descend, the iterate is taken again, its QP and\n * every later one "
             f"solved exactly).")
+
+
+def _sqp_values(real: Real) -> dict[str, str | int]:
+    """The SQP's constants as the controller's template takes them (C literals)."""
+    sqp_tol = SQP_TOLERANCES[real]
+    # Inexact QPs in the SQP's first iterations (sqp.py) in double only: in float the SQP's own tolerance
+    # (SQP_TOLERANCES) bounds the cold start's accuracy, and loosening its QPs moved the quadrotor's first
+    # inputs by 4e-5 of their range where the check allows 5e-5 (exact QPs: 4e-7)
+    loose = QP_LOOSE if real == "double" else OCP_QP_TOLERANCES[real]
+    return dict(sqp_tol_step=literal(sqp_tol["step"], real), sqp_tol_defect=literal(sqp_tol["defect"], real),
+                armijo=literal(ARMIJO, real), min_step=literal(MIN_STEP, real), nonmonotone=NONMONOTONE,
+                rounding=literal(SQP_ROUNDING[real], real), qp_loose_stat=literal(loose["tol_stat"], real),
+                qp_loose_eq=literal(loose["tol_eq"], real), qp_loose_mu=literal(loose["tol_mu"], real),
+                qp_loose_step=literal(QP_LOOSE_STEP, real))
