@@ -44,8 +44,10 @@ def _captured_stderr(output: SolverOutput) -> Iterator[None]:
         yield
         return
     with tempfile.TemporaryFile(mode="w+b") as sink:
-        os.dup2(sink.fileno(), 2)
+        # (the redirection inside the try: a Ctrl-C landing just after it must still see fd 2 restored, or
+        # the CLI's "interrupted" goes into the temporary file and the run ends with exit 130 and no word)
         try:
+            os.dup2(sink.fileno(), 2)
             yield
         finally:
             with _interrupt.shielded():  # an interrupt here would leave stderr in the temporary file
