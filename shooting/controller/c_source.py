@@ -46,6 +46,7 @@ from shooting.mpc.sqp import (
     QP_LOOSE_STEP,
     SQP_ROUNDING,
     SQP_TOLERANCES,
+    qp_tolerances,
 )
 from shooting.options import REALS, Real
 from shooting.qp import OCP_QP_TOLERANCES, OCPQPSizes
@@ -472,7 +473,7 @@ def _sqp_values(real: Real) -> dict[str, str | int]:
     # Inexact QPs in the SQP's first iterations (sqp.py) in double only: in float the SQP's own tolerance
     # (SQP_TOLERANCES) bounds the cold start's accuracy, and loosening its QPs moved the quadrotor's first
     # inputs by 4e-5 of their range where the check allows 5e-5 (exact QPs: 4e-7)
-    loose = QP_LOOSE if real == "double" else OCP_QP_TOLERANCES[real]
+    loose = qp_tolerances(real == "double", OCP_QP_TOLERANCES[real])
     return dict(sqp_tol_step=literal(sqp_tol["step"], real), sqp_tol_defect=literal(sqp_tol["defect"], real),
                 armijo=literal(ARMIJO, real), min_step=literal(MIN_STEP, real), nonmonotone=NONMONOTONE,
                 rounding=literal(SQP_ROUNDING[real], real), qp_loose_stat=literal(loose["tol_stat"], real),

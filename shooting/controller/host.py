@@ -317,7 +317,7 @@ class HostController:
             self._started = True
         self._xbuf[:] = xv
         cold = bool(self._lib.shim_cold(self._mem))  # (this feedback iterates to convergence: SQP)
-        # feedback, shift and prepare in one call, timed in C (the Python call costs about 1 us more)
+        # feedback, shift and prepare in one call, timed in C (the Python call's own cost is not counted)
         status = int(self._lib.shim_step(self._mem, self._xbuf.ctypes.data, self._ubuf.ctypes.data,
                                          self._xs.ctypes.data, self._us.ctypes.data, self._seconds.ctypes.data))
         feedback, prepare = float(self._seconds[0]), float(self._seconds[1])

@@ -195,7 +195,7 @@ def sqp(x: FloatArray, u: FloatArray, qp_step: Callable[[FloatArray, FloatArray,
             if alpha <= MIN_STEP:
                 if step_size <= tol["step"]:  # a step at the precision's floor: as converged as it gets
                     break
-                if not exact and loose:  # an inexact QP's step that does not descend: again, exactly from now on
+                if loose:  # an inexact QP's step that does not descend: again, exactly from now on
                     exact = retry = True
                     break
                 return SQPResult(x, u, it, 3, step_size, defect, f"{SQP_STATUS[3]} (merit {phi:.6g})")
