@@ -63,8 +63,11 @@ def _handler(signum: int, frame: FrameType | None) -> None:
         return
     if sys.exc_info()[1] is not None:
         return  # an exception is being handled (cleanup is running): let it finish, the watchdog retries
-    if frame is not None and frame.f_code.co_name == "__del__":
-        return  # a finalizer would print "Exception ignored in ..." instead of stopping anything
+    if frame is not None and (frame.f_code.co_name == "__del__"
+                              or frame.f_code.co_filename.startswith("<frozen importlib")):
+        # A finalizer, or the import machinery's own callbacks (a module lock's weakref callback was seen),
+        # would print "Exception ignored in ..." instead of stopping anything: the watchdog retries
+        return
     raise KeyboardInterrupt
 
 
