@@ -56,9 +56,10 @@ NLPSolver = Literal["ipopt", "fatrop"]
 NLP_SOLVERS: tuple[NLPSolver, ...] = get_args(NLPSolver)
 
 #: QP solvers of `RTIController`: the stage-wise interior-point Riccati
-#: solver of `shooting.qp` (the C controller's method), or a sparse solver
-#: shipped with CasADi.
-QPSolver = Literal["riccati-ipm", "qrqp", "osqp"]
+#: solver of `shooting.qp` (the C controller's method) compiled for this
+#: machine and cached ("riccati-ipm") or its numpy twin ("riccati-ipm-numpy",
+#: the same algorithm), or a sparse solver shipped with CasADi.
+QPSolver = Literal["riccati-ipm", "riccati-ipm-numpy", "qrqp", "osqp"]
 QP_SOLVERS: tuple[QPSolver, ...] = get_args(QPSolver)
 
 #: QP solvers of the generated C controller (`shooting.codegen.export_controller`).

@@ -30,6 +30,7 @@ import casadi as ca
 import numpy as np
 
 from shooting import _validate
+from shooting._c_text import literal
 from shooting.codegen.lookup import LINEAR_CLASSES, SPLINE_CLASS, LinearTable, SplineTable, tables_in
 from shooting.codegen.templates import render
 from shooting.options import REALS
@@ -65,22 +66,6 @@ _UNARY = {
     ca.OP_ERF: "erf{f}({0})", ca.OP_LOG1P: "log1p{f}({0})", ca.OP_EXPM1: "expm1{f}({0})",
     ca.OP_ERFINV: "{p}_erfinv({0})",
 }
-
-
-def literal(value: float, real: str) -> str:
-    """A C literal for `value` in the real type (shortest round-trip digits)."""
-    v = float(value)
-    if np.isnan(v):
-        return "NAN"
-    if np.isinf(v):
-        return "INFINITY" if v > 0 else "(-INFINITY)"
-    if real == "float":
-        text = np.format_float_scientific(np.float32(v), unique=True, trim="0", exp_digits=1) + "f"
-    else:
-        text = repr(v)
-        if "e" not in text and "." not in text:
-            text += ".0"
-    return f"({text})" if text.startswith("-") else text
 
 
 @dataclass

@@ -33,13 +33,11 @@ deleting the directory.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import platform
 import shutil
-import stat
 import sys
 import tempfile
 import time
@@ -52,6 +50,16 @@ from typing import Any, Literal
 import casadi as ca
 import numpy as np
 
+from shooting._cache import (
+    CACHE_DIR_ENV,
+    cache_dir,
+    check_entry,
+    interrupted,
+    name_by_checksum,
+    publish,
+    sweep,
+    write_record,
+)
 from shooting.mpc.nlp_compile import MAX_INSTRUCTIONS, CompileError, compile_library, compiler_identity, instructions
 
 __all__ = [
@@ -64,8 +72,6 @@ __all__ = [
     "compile_nlp_default",
 ]
 
-#: Environment variable naming the cache directory (overrides the XDG location).
-CACHE_DIR_ENV = "SHOOTING_CACHE_DIR"
 #: Environment variable giving the default of ``compile_nlp`` (``1``/``0``, ``on``/``off``).
 COMPILE_ENV = "SHOOTING_COMPILE_NLP"
 #: Bumped whenever what an entry holds or how it is made changes: old entries are then ignored.
@@ -115,26 +121,6 @@ class NLPCacheReport:
     path: Path | None
     seconds: float
     reason: str = ""
-
-
-def cache_dir() -> Path:
-    """The per-user cache directory of `shooting`.
-
-    ``$SHOOTING_CACHE_DIR`` when set, else ``$XDG_CACHE_HOME/shooting`` (an
-    absolute ``XDG_CACHE_HOME``), else ``~/.cache/shooting``. Compiled NLPs
-    live in its ``nlp/`` folder.
-
-    Returns
-    -------
-    pathlib.Path
-    """
-    override = os.environ.get(CACHE_DIR_ENV, "").strip()
-    if override:
-        return Path(override).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
-    if xdg and os.path.isabs(xdg):
-        return Path(xdg) / "shooting"
-    return Path.home() / ".cache" / "shooting"
 
 
 def compile_nlp_default(default: bool) -> bool:
@@ -212,40 +198,6 @@ def _same_fingerprint(got: list[float], recorded: list[float]) -> bool:
     return abs(got[1] - recorded[1]) <= tol and abs(got[2] - recorded[2]) <= tol
 
 
-def _interrupted(err: BaseException) -> bool:
-    """A KeyboardInterrupt in the cause/context chain (a Ctrl-C that surfaced through CasADi)."""
-    seen: set[int] = set()
-    cur: BaseException | None = err
-    while cur is not None and id(cur) not in seen:
-        if isinstance(cur, KeyboardInterrupt):
-            return True
-        seen.add(id(cur))
-        cur = cur.__cause__ or cur.__context__
-    return False
-
-
-def _private(path: Path) -> str | None:
-    """Why `path` is not safe to load code from (not ours, or writable by others); None if it is."""
-    if os.name != "posix":
-        return None
-    st = os.lstat(path)
-    if stat.S_ISLNK(st.st_mode):
-        return f"{path} is a symbolic link"
-    if st.st_uid != os.geteuid():
-        return f"{path} belongs to another user"
-    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        return f"{path} is writable by other users"
-    return None
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 class NLPCache:
     """The cache entry of one NLP: its key, loading it, building it.
 
@@ -315,7 +267,7 @@ class NLPCache:
         try:
             fn, library = self._open(self.entry)
         except Exception as err:  # noqa: BLE001 - any fault of an entry means: rebuild it
-            if _interrupted(err):
+            if interrupted(err):
                 raise
             self._miss = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             return None
@@ -329,31 +281,7 @@ class NLPCache:
         a process that loaded a faulty library and rebuilt it loads the new
         one under another name, not the faulty one the dynamic loader keeps.
         """
-        for path in (self.root, entry, entry / "entry.json"):
-            if not path.exists():
-                raise ValueError(f"{path.name} missing from the cache entry")
-            if (why := _private(path)) is not None:
-                raise ValueError(f"untrusted cache entry: {why}")
-        try:
-            record = json.loads((entry / "entry.json").read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise ValueError(f"unreadable entry.json ({type(err).__name__})") from None
-        if not isinstance(record, dict) or record.get("format") != CACHE_FORMAT or record.get("key") != self.key:
-            raise ValueError("entry.json belongs to another key or format")
-        sha = record.get("sha256")
-        if not isinstance(sha, str) or len(sha) != 64 or record.get("library") != f"nlp-{sha[:16]}.so":
-            raise ValueError("entry.json names no library")
-        library = entry / record["library"]
-        if not library.exists():
-            raise ValueError(f"{library.name} missing from the cache entry")
-        if (why := _private(library)) is not None:
-            raise ValueError(f"untrusted cache entry: {why}")
-        size = library.stat().st_size
-        if size != record.get("size"):
-            raise ValueError(f"library size {size} differs from the recorded {record.get('size')} (truncated?)")
-        if _sha256(library) != sha:
-            raise ValueError("library checksum differs from the recorded one (altered?)")
-        return record, library
+        return check_entry(self.root, entry, key=self.key, fmt=CACHE_FORMAT, prefix="nlp")
 
     def _open(self, entry: Path) -> tuple[ca.Function, Path]:
         """Load the entry's oracle and check every function of it at the probe point."""
@@ -398,7 +326,7 @@ class NLPCache:
             return None
         try:
             self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
-            self._sweep()
+            sweep(self.root)
             tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.root))
         except OSError as err:
             self.fallback(f"cannot write the cache directory {self.root} ({err.strerror or err})")
@@ -410,7 +338,7 @@ class NLPCache:
                 self.fallback(str(err))
                 return None
             except Exception as err:  # noqa: BLE001 - CasADi's codegen or a write failing: fall back
-                if _interrupted(err):
+                if interrupted(err):
                     raise
                 self.fallback(f"generating the NLP's C failed: {str(err).strip().splitlines()[-1][:200]}")
                 return None
@@ -418,7 +346,7 @@ class NLPCache:
             try:  # unpublished: used from the temporary copy, by this process only
                 oracle, library = self._open(final if final is not None else tmp)
             except Exception as err:  # noqa: BLE001
-                if _interrupted(err):
+                if interrupted(err):
                     raise
                 self.fallback(f"the compiled NLP does not load: {str(err).strip().splitlines()[0][:200]}")
                 return None
@@ -432,10 +360,7 @@ class NLPCache:
         """Compile `functions` into ``tmp/nlp-<sha>.so``, check it against them, record it in ``tmp/entry.json``."""
         t = time.perf_counter()
         compiler = compile_library(functions, tmp / "nlp.so")
-        sha = _sha256(tmp / "nlp.so")
-        path = tmp / f"nlp-{sha[:16]}.so"
-        os.rename(tmp / "nlp.so", path)
-        os.chmod(path, 0o755)  # whatever the umask: an entry writable by others is never loaded
+        path, sha = name_by_checksum(tmp / "nlp.so", "nlp")
         prints: dict[str, list[list[float]]] = {}
         library = str(path)
         for name, fn in functions.items():
@@ -444,50 +369,17 @@ class NLPCache:
             if len(got) != len(want) or not all(_same(g, w) for g, w in zip(got, want, strict=True)):
                 raise CompileError(f"the compiled {name} disagrees with CasADi's at the probe point: not used")
             prints[name] = [_fingerprint(w) for w in want]
-        record = {
-            "format": CACHE_FORMAT, "key": self.key, "library": path.name, "size": path.stat().st_size,
-            "sha256": sha, "fingerprints": prints, "compiler": compiler,
-            "casadi": ca.CasadiMeta.version(), "instructions": sum(f.n_instructions() for f in functions.values()),
-            "compile_seconds": round(time.perf_counter() - t, 3),
-            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        }
-        (tmp / "entry.json").write_text(json.dumps(record, indent=1), encoding="utf-8")
-        os.chmod(tmp / "entry.json", 0o644)
+        write_record(path, sha, key=self.key, fmt=CACHE_FORMAT, extra={
+            "fingerprints": prints, "compiler": compiler, "casadi": ca.CasadiMeta.version(),
+            "instructions": sum(f.n_instructions() for f in functions.values()),
+            "compile_seconds": round(time.perf_counter() - t, 3)})
 
     def _publish(self, tmp: Path) -> Path | None:
         """Rename `tmp` to the entry; if a valid entry is already there (a concurrent build), use that one.
 
         Returns None when the entry cannot be published (the caller then uses `tmp`).
         """
-        for _ in range(3):
-            with contextlib.suppress(OSError):
-                os.rename(tmp, self.entry)
-                return self.entry
-            if not self.entry.exists():
-                return None  # the rename failed for another reason (permissions, ...)
-            try:
-                self._open(self.entry)
-                return self.entry  # a concurrent process won the race with the same key
-            except Exception as err:  # noqa: BLE001 - the faulty entry this build replaces
-                if _interrupted(err):
-                    raise
-                self._discard(self.entry)  # moved aside, then replaced
-        return None
-
-    def _sweep(self) -> None:
-        """Delete what killed processes left: temporary builds older than a day (no build runs that long)."""
-        old = time.time() - 86400
-        for path in self.root.glob(".t*-*"):
-            with contextlib.suppress(OSError):
-                if path.name.startswith((".tmp-", ".trash-")) and path.lstat().st_mtime < old:
-                    shutil.rmtree(path, ignore_errors=True)
-
-    def _discard(self, entry: Path) -> None:
-        """Remove a faulty entry: renamed aside first, so no process ever sees it half-deleted."""
-        with contextlib.suppress(OSError):
-            aside = Path(tempfile.mkdtemp(prefix=".trash-", dir=self.root))
-            os.rename(entry, aside / "entry")
-            shutil.rmtree(aside, ignore_errors=True)
+        return publish(tmp, self.entry, self._open)
 
     # ------------------------------------------------------------------ outcome
     def fallback(self, reason: str) -> None:

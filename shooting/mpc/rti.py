@@ -37,13 +37,23 @@ from shooting.integrate.integrator import HOST_UNROLL_STEPS, build_integrator
 from shooting.mpc.controllers import ControlStep
 from shooting.mpc.layout import ShootingLayout
 from shooting.mpc.ocp import MultipleShootingOCP
-from shooting.mpc.rti_stage import StageQPBuilder, nonfinite_where
+from shooting.mpc.rti_library import RTILibraryReport, attach_library
+from shooting.mpc.rti_stage import StageQPBuilder
 from shooting.mpc.sqp import COLD_START_ITERATIONS, MAX_SQP_ITERATIONS, SQP_STATUS, SQPResult, SQPStep, sqp
 from shooting.options import QP_SOLVERS, QPSolver
-from shooting.qp import StageQP, StageQPResult, shifted_result, solve_stage_qp
+from shooting.qp import StageQP, StageQPResult
 
-__all__ = ["MAX_SQP_ITERATIONS", "QPPoint", "RTIController"]
+__all__ = ["MAX_SQP_ITERATIONS", "STAGE_QP_SOLVERS", "QPPoint", "RTIController"]
 
+#: The `qp_solver` values that keep the QP in stages (`StageQPBuilder`): compiled, or its numpy twin.
+STAGE_QP_SOLVERS = ("riccati-ipm", "riccati-ipm-numpy")
+
+
+def _close(P: npt.NDArray[np.float64], prepared: npt.NDArray[np.float64]) -> bool:
+    """``np.allclose(P, prepared, rtol=1e-12, atol=0)`` for finite data, in a fifth of its time (a NaN or an
+    infinity reads as a change: the sample is prepared again)."""
+    with np.errstate(invalid="ignore"):
+        return bool(np.all(np.abs(P - prepared) <= 1e-12 * np.abs(prepared)))
 
 
 @dataclass(frozen=True)
@@ -84,11 +94,16 @@ class RTIController:
         costs (``stage_cost``, ``terminal_cost``: their exact Hessian at the
         linearisation point enters the QP) are taken from it; path and
         terminal constraints are refused.
-    qp_solver : {"riccati-ipm", "qrqp", "osqp"}, default "riccati-ipm"
+    qp_solver : {"riccati-ipm", "riccati-ipm-numpy", "qrqp", "osqp"}, default "riccati-ipm"
         "riccati-ipm": the QP kept in stages and solved exactly by the
         interior-point Riccati method of `shooting.qp` (the exported C
-        controller's method; converged to rounding in double). "qrqp",
-        "osqp": the whole sparse QP by a solver shipped with CasADi.
+        controller's method; converged to rounding in double), its data and
+        its solver compiled for this machine once per problem and cached on
+        disk (`shooting.mpc.rti_library`; without gcc: the numpy twin, with an
+        `RTILibraryWarning`). "riccati-ipm-numpy": the same QP, data from
+        CasADi's virtual machine and the solver's numpy twin
+        (`shooting.qp.solve_stage_qp`): the reference, equal to rounding.
+        "qrqp", "osqp": the whole sparse QP by a solver shipped with CasADi.
     initialize_with_ipopt : bool, default True
         The first guess (after construction or `reset`) is IPOPT's solution
         at the first state; False: every state at the measured one, every
@@ -96,7 +111,7 @@ class RTIController:
     cold_start_iterations : int, default 100
         The first `step` after construction or `reset` iterates SQP (`solve`)
         from that guess to convergence, at most this many iterations
-        ("riccati-ipm" only; 0: a plain real-time iteration).
+        (the stage-wise solvers only; 0: a plain real-time iteration).
     sqp_iterations : int, default 1
         SQP iterations of every later sample: 1 is the real-time iteration.
 
@@ -109,6 +124,9 @@ class RTIController:
         Seconds per sample of the two phases.
     last_qp : QPPoint or None
         The last QP's solution.
+    qp_library : RTILibraryReport or None
+        How the compiled QP was obtained ("riccati-ipm": ``status`` "hit", "built" or "fallback", ``key``,
+        ``path``, ``seconds``, ``reason``); None for the other solvers.
     guess : QPPoint or None
         Where the next sample starts: `last_qp` shifted one stage.
     """
@@ -123,7 +141,8 @@ class RTIController:
         if np.isfinite(m.z_min).any() or np.isfinite(m.z_max).any():
             raise ValueError(f"RTIController does not impose the bounds on the algebraic states of model {m.name} "
                              f"(z_min/z_max): build the model without them, or use MPCController (IPOPT)")
-        if (ocp.problem.constraints.path_constraints is not None or ocp.layout.nc) and qp_solver != "riccati-ipm":
+        stage_wise = qp_solver in STAGE_QP_SOLVERS
+        if (ocp.problem.constraints.path_constraints is not None or ocp.layout.nc) and not stage_wise:
             raise ValueError(f"path and terminal constraints need qp_solver='riccati-ipm' (its general rows), "
                              f"not {qp_solver!r}")
         self.ocp, self.model, self.dt = ocp, ocp.model, ocp.dt
@@ -132,15 +151,18 @@ class RTIController:
                                                        maximum=MAX_SQP_ITERATIONS)
         self.sqp_iterations = _validate.integer(sqp_iterations, "sqp_iterations", minimum=1,
                                                 maximum=MAX_SQP_ITERATIONS)
-        if qp_solver != "riccati-ipm" and sqp_iterations > 1:
+        if not stage_wise and sqp_iterations > 1:
             raise ValueError(f"sqp_iterations={sqp_iterations} needs qp_solver='riccati-ipm' (the SQP's line "
                              f"search uses its stage-wise QP)")
         self.feedback_times: list[float] = []
         self.preparation_times: list[float] = []
         self.qp_solver = qp_solver
-        self._stages = StageQPBuilder(ocp) if qp_solver == "riccati-ipm" else None
+        self._stages = StageQPBuilder(ocp) if stage_wise else None
+        self.qp_library: RTILibraryReport | None = None
         if self._stages is None:
             self._build(qp_solver)
+        elif qp_solver == "riccati-ipm":
+            self.qp_library = attach_library(self._stages)
         self.reset()
 
     def _build(self, qp_solver: QPSolver) -> None:
@@ -346,7 +368,7 @@ class RTIController:
             w0 = self._initial_guess(xv, P)
             self._guess = QPPoint(w0, None, None)
             prepare += self._prepare(t, P)
-        elif self._prepared_P is None or not np.allclose(P, self._prepared_P, rtol=1e-12, atol=0.0):
+        elif self._prepared_P is None or not _close(P, self._prepared_P):
             # Data other than the preparation assumed (the relative tolerance
             # forgives t0 = k dt computed as (k-1) dt + dt): a new QP.
             prepare += self._prepare(t, P)
@@ -460,9 +482,9 @@ class RTIController:
         L = self.ocp.layout
         u_prev = L.unpack_parameters(P)["u_prev"]
         xb, ub = L.unpack_w(self._guess.w)
-        res = solve_stage_qp(self._stages.with_state(qp, x, u_prev), x_guess=self._stages.guess(xb, ub, u_prev),
-                             u_guess=ub, warm=self._qp_warm)
-        self._qp_warm = shifted_result(res, qp.sizes) if res.status == 0 else None
+        res = self._stages.solve(self._stages.with_state(qp, x, u_prev), x_guess=self._stages.guess(xb, ub, u_prev),
+                                 u_guess=ub, warm=self._qp_warm)
+        self._qp_warm = self._stages.shifted(res) if res.status == 0 else None
         xs, us = res.x[:, :self.ocp.nx], res.u
         w = L.pack_w(xs, us, self._slacks(xs))
         return w, None, None, res.status == 0, res.message, res.iterations
@@ -527,7 +549,8 @@ class RTIController:
     def _nonfinite(self, prepared: Any) -> str | None:
         """Where the prepared QP's data are not finite ("stage k" or "row r ..."), or None."""
         if isinstance(prepared, StageQP):
-            return nonfinite_where(prepared)
+            assert self._stages is not None
+            return self._stages.nonfinite(prepared)
         A, b, g, H = prepared
         bad = np.flatnonzero(~np.isfinite(np.asarray(b, dtype=float)))
         if bad.size:

@@ -24,7 +24,8 @@ c(x_N, p) = 0 the terminal rows C_N x_N = C_N xb_N - c(xb_N) (hard: both sides).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import copy
+import ctypes
 from typing import Any
 
 import casadi as ca
@@ -32,10 +33,26 @@ import numpy as np
 import numpy.typing as npt
 
 from shooting.integrate.integrator import HOST_UNROLL_STEPS, build_integrator
-from shooting.mpc.costs import convexify, expansion
 from shooting.mpc.ocp import MultipleShootingOCP
+from shooting.mpc.rti_data import (
+    DataEvaluator,
+    QPData,
+    constraint_functions,
+    convexify_stages,
+    cost_expansions,
+    cost_values,
+    qp_data_function,
+)
 from shooting.mpc.sqp import SQPStep, qp_tolerances
-from shooting.qp import OCP_QP_TOLERANCES, StageQP, StageQPResult, solve_stage_qp, stage_qp_objective
+from shooting.qp import (
+    OCP_QP_TOLERANCES,
+    StageQP,
+    StageQPResult,
+    shifted_result,
+    solve_stage_qp,
+    stage_qp_objective,
+)
+from shooting.qp.host import CompiledStageQP
 
 __all__ = ["StageQPBuilder", "constraint_functions", "cost_expansions", "cost_values", "hard_multiplier",
            "nonfinite_where"]
@@ -43,16 +60,12 @@ __all__ = ["StageQPBuilder", "constraint_functions", "cost_expansions", "cost_va
 FloatArray = npt.NDArray[np.float64]
 
 
-@dataclass
-class _Data:
-    """One sample's QP data except the measured state."""
-
-    qp: StageQP
-    rate: bool
-
-
 class StageQPBuilder:
-    """Builds the `StageQP` of one RTI sample of an OCP (quadratic tracking cost, bounds, extra costs).
+    """Builds the `StageQP` of one RTI sample of an OCP (quadratic tracking cost, bounds, extra costs) and solves it.
+
+    The QP's data come from one call of one CasADi Function over all stages (`shooting.mpc.rti_data`),
+    evaluated here in CasADi's virtual machine and solved by `shooting.qp.solve_stage_qp` in numpy: the
+    reference of `shooting.mpc.rti_library.CompiledStageQPBuilder`, which runs both in C.
 
     Parameters
     ----------
@@ -60,9 +73,14 @@ class StageQPBuilder:
 
     Attributes
     ----------
+    data : QPData
+        The data Function and the layout of its outputs.
     linearise : casadi.Function
         ``(xb (nx, N), ub (nu, N), p (np, N), t0) -> (x_next (nx, N), A (nx, N nx), B (nx, N nu))``: every
         stage's discrete step and its sensitivities at the linearisation point, one mapped call.
+    template : StageQP
+        The QP's sizes and what does not change between samples (bounds, soft flags, slack weights); its
+        other arrays are zeros.
     """
 
     def __init__(self, ocp: MultipleShootingOCP) -> None:
@@ -77,35 +95,54 @@ class StageQPBuilder:
         Fn, A, B = F.map(N).call([Xb, Ub, Pm, t0 + ca.DM(np.arange(N) * ocp.dt).T, ocp.dt, *z_guess])[:3]
         self.linearise = ca.Function("rti_linearise", [Xb, Ub, Pm, t0], [Fn, A, B], ["xb", "ub", "p", "t0"],
                                       ["x_next", "A", "B"])
-        self._extra = self._extra_cost_functions()
+        self.data: QPData = qp_data_function(ocp, F)
         self._path, self._terminal = constraint_functions(ocp)
         self.rate = bool(ocp.R_delta.any())
         self.bounded = np.flatnonzero(np.isfinite(ocp.x_min) | np.isfinite(ocp.x_max))
+        self.template = self._template()
+        # the data's outputs, evaluated in CasADi's virtual machine into these buffers (views: `_values`)
+        fn = self.data.function
+        scratch = {name: np.zeros(fn.nnz_out(i)) for i, name in enumerate(self.data.outputs)}
+        self._evaluate = DataEvaluator(self.data, scratch)
+        self._values = self.data.arrays(list(scratch.values()))
+        self.solver: CompiledStageQP | None = None
 
-    def _extra_cost_functions(self) -> tuple[ca.Function | None, ca.Function | None]:
-        """(stage, terminal): (x, u, p) -> (Hxx, Hux, Huu, gx, gu) and (x, p) -> (Hxx, gx) of the extra costs
-        (`shooting.mpc.costs.expansion`: Gauss-Newton for a `LeastSquares`, else the exact Hessian)."""
-        return cost_expansions(self.ocp)
+    def attach(self, library: ctypes.CDLL) -> None:
+        """Build and solve in C from now on: the data Function's and the QP's C in `library`.
 
-    def constraint_rows(self, xb: FloatArray, ub: FloatArray, p: FloatArray) -> dict[str, Any]:
-        """The QP's general rows at the guess: ``C``, ``D``, ``lg``, ``ug`` (N stages) and ``CN``, ``lgN``,
-        ``ugN``, with their soft flags (empty dict without path and terminal constraints)."""
-        ocp = self.ocp
-        N, nx, nu = ocp.horizon, ocp.nx, ocp.nu
-        kw: dict[str, Any] = {}
-        if self._path is not None:
-            h, Hx, Hu = (np.array(v, dtype=float) for v in self._path.map(N)(xb[:N].T, ub.T, p.T))
-            nh = h.shape[0]
-            C = Hx.reshape(nh, N, nx).transpose(1, 0, 2)
-            D = Hu.reshape(nh, N, nu).transpose(1, 0, 2)
-            ug = -h.T + np.einsum("kij,kj->ki", C, xb[:N]) + np.einsum("kij,kj->ki", D, ub)
-            kw.update(C=C, D=D, lg=np.full((N, nh), -np.inf), ug=ug,
-                      soft_g=[bool(ocp.soft_path_constraints)] * nh)
-        if self._terminal is not None:
-            c, Cx = (np.array(v, dtype=float) for v in self._terminal(xb[N], p[N - 1]))
-            rhs = -c.ravel() + Cx @ xb[N]
-            kw.update(CN=Cx, lgN=rhs, ugN=rhs.copy(), soft_gN=[False] * rhs.size)
-        return kw
+        `library` holds ``data.function``'s C (CasADi's) and `shooting.qp.host.library_source` of the QP's
+        sizes (`shooting.mpc.rti_library` builds and caches it). The data are then written straight into the
+        solver's buffers: `build` returns ``solver.qp`` (the same object every time, overwritten by the next
+        `build`), `solve` and `shifted` run in C.
+        """
+        solver = CompiledStageQP(library, self.template)
+        extra = {name: np.zeros(self._evaluate.outputs[name].size) for name in ("M", "M_N")
+                 if name in self.data.outputs}
+        outputs = {name: extra[name] if name in extra else solver.storage[name] for name in self.data.outputs}
+        self._evaluate = DataEvaluator(self.data, outputs, library)
+        self._values = self.data.arrays(list(outputs.values()))
+        self.solver = solver
+
+    def _template(self) -> StageQP:
+        """The QP with its fixed parts (bounds, soft flags, slack weights) and zeros where the data go."""
+        ocp, shapes = self.ocp, self.data.shapes
+        N = ocp.horizon
+        soft = bool(ocp.soft_x_bounds)
+        slacks = soft or (self._path is not None and bool(ocp.soft_path_constraints))
+        kw: dict[str, Any] = {name: np.zeros(shapes[name]) for name in ("A", "B", "b", "Q", "S", "R", "Q_N", "q",
+                                                                          "r")}
+        kw.update(lbu=np.tile(ocp.u_min, (N, 1)), ubu=np.tile(ocp.u_max, (N, 1)),
+                  idxbx=[int(i) for i in self.bounded], lbx=np.tile(ocp.x_min[self.bounded], (N, 1)),
+                  ubx=np.tile(ocp.x_max[self.bounded], (N, 1)), soft_bx=[soft] * self.bounded.size,
+                  l1=float(ocp.slack_l1) if slacks else 0.0, l2=float(ocp.slack_l2) if slacks else 1.0)
+        if "C" in shapes:
+            nh = shapes["C"][1]
+            kw.update(C=np.zeros(shapes["C"]), D=np.zeros(shapes["D"]), lg=np.full((N, nh), -np.inf),
+                      ug=np.zeros((N, nh)), soft_g=[bool(ocp.soft_path_constraints)] * nh)
+        if "CN" in shapes:
+            nc = shapes["CN"][0]
+            kw.update(CN=np.zeros(shapes["CN"]), lgN=np.zeros(nc), ugN=np.zeros(nc), soft_gN=[False] * nc)
+        return StageQP(x0=np.zeros(self.data.nx), **kw)
 
     def path_violations(self, x: FloatArray, u: FloatArray, p: FloatArray) -> tuple[FloatArray, FloatArray]:
         """max(0, h(x_k, u_k)) per stage and row (N, nh) and |c(x_N)| (nc,) of a trajectory (empty without)."""
@@ -128,81 +165,57 @@ class StageQPBuilder:
             Model parameters per interval.
         t0 : float
         u_prev : ndarray, shape (nu,)
+            (Enters through `with_state`.)
 
         Returns
         -------
         StageQP
+            New arrays (this builder keeps no reference to them); after `attach`, ``solver.qp``.
         """
-        ocp = self.ocp
-        N, nx, nu = ocp.horizon, ocp.nx, ocp.nu
-        Fn, A, B = (np.array(v, dtype=float) for v in self.linearise(xb[:N].T, ub.T, p.T, t0))
-        A = A.reshape(nx, N, nx).transpose(1, 0, 2)
-        B = B.reshape(nx, N, nu).transpose(1, 0, 2)
-        b = Fn.T - np.einsum("kij,kj->ki", A, xb[:N]) - np.einsum("kij,kj->ki", B, ub)
-        Q2, R2, Qf2 = 2 * ocp.Q, 2 * ocp.R, 2 * ocp.Q_terminal
-        Hxx = np.concatenate([np.broadcast_to(Q2, (N, nx, nx)), Qf2[None]]).copy()
-        Hux = np.zeros((N, nu, nx))
-        Huu = np.broadcast_to(R2, (N, nu, nu)).copy()
-        q = -np.einsum("kij,kj->ki", Hxx, x_ref)
-        r = -np.einsum("ij,kj->ki", R2, u_ref)
-        stage, terminal = self._extra
-        if stage is not None:
-            # Second-order model at the guess, c(z) ~ c(zb) + g'(z - zb) + 1/2 (z - zb)' H (z - zb), the
-            # stage's whole block made positive definite (costs.convexify) and the gradient kept exact.
-            hxx, hux, huu, gx, gu = (np.array(v, dtype=float) for v in stage.map(N)(xb[:N].T, ub.T, p.T))
-            hxx = hxx.reshape(nx, N, nx).transpose(1, 0, 2)
-            hux = hux.reshape(nu, N, nx).transpose(1, 0, 2)
-            huu = huu.reshape(nu, N, nu).transpose(1, 0, 2)
-            for k in range(N):
-                M = np.block([[Hxx[k] + hxx[k], (Hux[k] + hux[k]).T], [Hux[k] + hux[k], Huu[k] + huu[k]]])
-                M, delta = convexify(M)
-                zb = np.concatenate([xb[k], ub[k]])
-                dH = M - np.block([[Hxx[k], Hux[k].T], [Hux[k], Huu[k]]])  # the cost's part, shifted
-                grad = np.concatenate([gx[:, k], gu[:, k]]) - dH @ zb
-                Hxx[k], Hux[k], Huu[k] = M[:nx, :nx], M[nx:, :nx], M[nx:, nx:]
-                q[k] += grad[:nx]
-                r[k] += grad[nx:]
-        if terminal is not None:
-            hN, gN = (np.array(v, dtype=float) for v in terminal(xb[N], p[N - 1]))
-            M, delta = convexify(Hxx[N] + hN)
-            q[N] += gN.ravel() - (M - Hxx[N]) @ xb[N]
-            Hxx[N] = M
-        soft = bool(ocp.soft_x_bounds)
-        slacks = soft or (self._path is not None and bool(ocp.soft_path_constraints))
-        kw: dict[str, Any] = dict(lbu=ocp.u_min, ubu=ocp.u_max, idxbx=[int(i) for i in self.bounded],
-                  lbx=ocp.x_min[self.bounded], ubx=ocp.x_max[self.bounded], soft_bx=[soft] * self.bounded.size,
-                  l1=float(ocp.slack_l1) if slacks else 0.0, l2=float(ocp.slack_l2) if slacks else 1.0)
-        kw.update(self.constraint_rows(xb, ub, p))
-        if not self.rate:
-            return StageQP(A=A, B=B, b=b, Q=Hxx[:N], S=Hux, R=Huu, Q_N=Hxx[N], q=q, r=r, x0=np.zeros(nx), **kw)
-        return self._augmented(A, B, b, Hxx, Hux, Huu, q, r, kw)
+        self._evaluate(xb, ub, p, t0, x_ref, u_ref)
+        values = self._values
+        if self.solver is not None:
+            qp = self.solver.qp
+        else:  # new arrays, the template's own copies
+            qp = StageQP(**{name: copy.copy(value) for name, value in vars(self.template).items()})
+            for name in self.data.outputs:
+                if hasattr(qp, name):
+                    setattr(qp, name, np.array(values[name]))
+        if "M" in values or "M_N" in values:
+            # where the extra cost leaves a stage's Hessian block not positive definite: shifted (in place)
+            convexify_stages(qp, values.get("M"), values.get("M_N"), xb, ub, self.ocp.nx)
+        return qp
 
-    def _augmented(self, A: FloatArray, B: FloatArray, b: FloatArray, Hxx: FloatArray, Hux: FloatArray,
-                   Huu: FloatArray, q: FloatArray, r: FloatArray, kw: dict[str, Any]) -> StageQP:
-        """The rate penalty as a stage cost on x~ = [x; u_prev] (module docstring)."""
-        ocp = self.ocp
-        N, nx, nu = ocp.horizon, ocp.nx, ocp.nu
-        Rd2 = 2 * ocp.R_delta
-        n = nx + nu
-        Aa = np.zeros((N, n, n))
-        Aa[:, :nx, :nx] = A
-        Ba = np.concatenate([B, np.broadcast_to(np.eye(nu), (N, nu, nu))], axis=1)
-        ba = np.concatenate([b, np.zeros((N, nu))], axis=1)
-        Ha = np.zeros((N + 1, n, n))
-        Ha[:, :nx, :nx] = Hxx
-        Ha[:N, nx:, nx:] = Rd2
-        Hua = np.concatenate([Hux, np.broadcast_to(-Rd2, (N, nu, nu))], axis=2)
-        qa = np.concatenate([q, np.zeros((N + 1, nu))], axis=1)
-        if "C" in kw:
-            kw["C"] = np.concatenate([kw["C"], np.zeros((N, kw["C"].shape[1], nu))], axis=2)
-        if "CN" in kw:
-            kw["CN"] = np.concatenate([kw["CN"], np.zeros((kw["CN"].shape[0], nu))], axis=1)
-        return StageQP(A=Aa, B=Ba, b=ba, Q=Ha[:N], S=Hua, R=Huu + Rd2, Q_N=Ha[N], q=qa, r=r, x0=np.zeros(n),
-                       **kw)
+    def solve(self, qp: StageQP, *, x_guess: FloatArray | None = None, u_guess: FloatArray | None = None,
+              max_iter: int = 100, tolerances: dict[str, float] | None = None, warm: StageQPResult | None = None,
+              shortcut_only: bool = False) -> StageQPResult:
+        """`shooting.qp.solve_stage_qp` (its arguments), in C after `attach`.
+
+        Returns
+        -------
+        StageQPResult
+        """
+        if self.solver is not None:
+            return self.solver.solve(qp, x_guess=x_guess, u_guess=u_guess, max_iter=max_iter, tolerances=tolerances,
+                                     warm=warm, shortcut_only=shortcut_only)
+        return solve_stage_qp(qp, x_guess=x_guess, u_guess=u_guess, max_iter=max_iter, tolerances=tolerances,
+                              warm=warm, shortcut_only=shortcut_only)
+
+    def shifted(self, result: StageQPResult) -> StageQPResult:
+        """The next sample's warm start: `shooting.qp.shifted_result` (in C after `attach`)."""
+        if self.solver is not None:
+            return self.solver.shifted(result)
+        return shifted_result(result, self.template.sizes)
+
+    def nonfinite(self, qp: StageQP) -> str | None:
+        """`nonfinite_where` (after `attach`, of the solver's QP: one test over its buffer first)."""
+        if self.solver is not None and qp is self.solver.qp and self.solver.data_finite():
+            return None
+        return nonfinite_where(qp)
 
     def with_state(self, qp: StageQP, x0: FloatArray, u_prev: FloatArray) -> StageQP:
         """`qp` for the measured state (and, with the rate penalty, the previous input)."""
-        qp.x0 = np.concatenate([x0, u_prev]) if self.rate else np.asarray(x0, dtype=float).copy()
+        qp.x0[...] = np.concatenate([x0, u_prev]) if self.rate else x0  # (in place: it may be a bound buffer)
         return qp
 
     def guess(self, xb: FloatArray, ub: FloatArray, u_prev: FloatArray) -> FloatArray:
@@ -236,13 +249,13 @@ class StageQPBuilder:
         the tolerances ``qp_tolerances(loose, ...)`` (False: the QP's own)."""
         nx = self.ocp.nx
         qp = self.with_state(self.build(x, u, x_ref, u_ref, p, t0, u_prev), x[0], u_prev)
-        where = nonfinite_where(qp)
+        where = self.nonfinite(qp)
         if where is not None:
             return SQPStep(x, u, False, 0.0, 0.0, f"non-finite QP data at {where} (the model's step or its "
                                                  f"sensitivities are not finite at the linearisation point)")
         start = self.guess(x, u, u_prev)
-        res = solve_stage_qp(qp, x_guess=start, u_guess=u, warm=last, shortcut_only=True,
-                             tolerances=qp_tolerances(loose, OCP_QP_TOLERANCES["double"]))
+        res = self.solve(qp, x_guess=start, u_guess=u, warm=last, shortcut_only=True,
+                         tolerances=qp_tolerances(loose, OCP_QP_TOLERANCES["double"]))
         if res.status != 0:
             return SQPStep(x, u, False, 0.0, 0.0, res.message)
         decrease = stage_qp_objective(qp, start, u) - stage_qp_objective(qp, res.x, res.u)
@@ -252,12 +265,13 @@ class StageQPBuilder:
 
 def nonfinite_where(qp: StageQP) -> str | None:
     """Where a stage QP's data are not finite: "stage k" (its dynamics), "the cost's expansion", or None."""
+    arrays = (qp.A, qp.B, qp.b, qp.Q, qp.S, qp.R, qp.Q_N, qp.q, qp.r)
+    if all(np.isfinite(v).all() for v in arrays if v is not None):  # (the common case, at once)
+        return None
     for k in range(qp.sizes.N):
         if not all(np.isfinite(np.asarray(v[k], dtype=float)).all() for v in (qp.A, qp.B, qp.b)):
             return f"stage {k}"
-    arrays = (qp.Q, qp.S, qp.R, qp.Q_N, qp.q, qp.r)
-    return None if all(np.isfinite(np.asarray(v, dtype=float)).all() for v in arrays if v is not None) \
-        else "the cost's expansion"
+    return "the cost's expansion"
 
 
 def hard_multiplier(res: StageQPResult, qp: StageQP) -> float:
@@ -275,68 +289,3 @@ def hard_multiplier(res: StageQPResult, qp: StageQP) -> float:
     if not any(qp.soft_g or []):
         parts.append(lam[b:c])
     return float(max((float(v.max(initial=0.0)) for v in parts), default=0.0))
-
-
-def constraint_functions(ocp: MultipleShootingOCP) -> tuple[ca.Function | None, ca.Function | None]:
-    """The OCP's path and terminal constraints with their exact Jacobians (SX, for the RTI and the C).
-
-    Returns
-    -------
-    path : casadi.Function or None
-        ``(x (nx), u (nu), p (np)) -> (h (nh), Hx (nh, nx), Hu (nh, nu))``.
-    terminal : casadi.Function or None
-        ``(x (nx), p (np)) -> (c (nc), Cx (nc, nx))``.
-    """
-    con = ocp.problem.constraints
-    nx, nu, npar = ocp.nx, ocp.nu, ocp.np
-    x, u, p = ca.SX.sym("x", nx), ca.SX.sym("u", nu), ca.SX.sym("p", npar)
-    path = terminal = None
-    if con.path_constraints is not None:
-        h = ca.SX(con.path_constraints(x, u, p))
-        path = ca.Function(f"{ocp.model.name}_path", [x, u, p],
-                           [ca.densify(h), ca.densify(ca.jacobian(h, x)), ca.densify(ca.jacobian(h, u))],
-                           ["x", "u", "p"], ["h", "Hx", "Hu"])
-    if con.terminal_constraints is not None:
-        c = ca.SX(con.terminal_constraints(x, p))
-        terminal = ca.Function(f"{ocp.model.name}_terminal", [x, p], [ca.densify(c), ca.densify(ca.jacobian(c, x))],
-                               ["x", "p"],
-                               ["c", "Cx"])
-    return path, terminal
-
-
-def cost_expansions(ocp: MultipleShootingOCP) -> tuple[ca.Function | None, ca.Function | None]:
-    """The QP models of the OCP's ``stage_cost`` and ``terminal_cost`` (`shooting.mpc.costs.expansion`).
-
-    Returns
-    -------
-    stage : casadi.Function or None
-        ``(x, u, p) -> (Hxx (nx, nx), Hux (nu, nx), Huu (nu, nu), gx (nx), gu (nu))``.
-    terminal : casadi.Function or None
-        ``(x, p) -> (Hxx (nx, nx), gx (nx))``.
-    """
-    cost = ocp.problem.cost
-    nx, nu, npar = ocp.nx, ocp.nu, ocp.np
-    x, u, p = ca.SX.sym("x", nx), ca.SX.sym("u", nu), ca.SX.sym("p", npar)
-    stage = terminal = None
-    if cost.stage_cost is not None:
-        H, g = expansion(cost.stage_cost, ca.vertcat(x, u), x, u, p)
-        stage = ca.Function(f"{ocp.model.name}_stage_cost_model", [x, u, p],
-                            [ca.densify(v) for v in (H[:nx, :nx], H[nx:, :nx], H[nx:, nx:], g[:nx], g[nx:])],
-                            ["x", "u", "p"], ["Hxx", "Hux", "Huu", "gx", "gu"])
-    if cost.terminal_cost is not None:
-        H, g = expansion(cost.terminal_cost, x, x, p)
-        terminal = ca.Function(f"{ocp.model.name}_terminal_cost_model", [x, p], [ca.densify(H), ca.densify(g)],
-                               ["x", "p"], ["Hxx", "gx"])
-    return stage, terminal
-
-
-def cost_values(ocp: MultipleShootingOCP) -> tuple[ca.Function | None, ca.Function | None]:
-    """The OCP's ``stage_cost`` ``(x, u, p) -> c`` and ``terminal_cost`` ``(x, p) -> c`` as Functions, or None."""
-    cost = ocp.problem.cost
-    x, u, p = ca.SX.sym("x", ocp.nx), ca.SX.sym("u", ocp.nu), ca.SX.sym("p", ocp.np)
-    stage = None if cost.stage_cost is None else ca.Function(
-        f"{ocp.model.name}_stage_cost", [x, u, p], [ca.densify(ca.SX(cost.stage_cost(x, u, p)))], ["x", "u", "p"],
-        ["c"])
-    terminal = None if cost.terminal_cost is None else ca.Function(
-        f"{ocp.model.name}_terminal_cost", [x, p], [ca.densify(ca.SX(cost.terminal_cost(x, p)))], ["x", "p"], ["c"])
-    return stage, terminal

@@ -2,17 +2,16 @@
 
 A placeholder is ``@{key}`` (a sequence that neither C nor make uses). Every
 placeholder must be given a value and every value must be used, so a template
-and its caller cannot drift apart silently.
+and its caller cannot drift apart silently. `render_from` (a template of
+another package's folder) lives in `shooting._c_text` and is importable from
+here too.
 """
 
 from __future__ import annotations
 
-import re
-from importlib import resources
+from shooting._c_text import render_from
 
 __all__ = ["render", "render_from"]
-
-_PLACEHOLDER = re.compile(r"@\{(\w+)\}")
 
 
 def render(template: str, **values: object) -> str:
@@ -36,13 +35,3 @@ def render(template: str, **values: object) -> str:
         (a bug in the generator, not a user error).
     """
     return render_from(__name__, template, **values)
-
-
-def render_from(package: str, template: str, /, **values: object) -> str:
-    """`render` for a template file of another package's folder (``shooting.qp.templates``)."""
-    text = resources.files(package).joinpath(template).read_text(encoding="utf-8")
-    keys = set(_PLACEHOLDER.findall(text))
-    missing, unused = keys - set(values), set(values) - keys
-    if missing or unused:
-        raise KeyError(f"template {template}: no value for {sorted(missing)}, no placeholder for {sorted(unused)}")
-    return _PLACEHOLDER.sub(lambda m: str(values[m.group(1)]), text)
