@@ -201,8 +201,14 @@ int main(void) {
   xr[0] = 2.5f;
   bad |= cp_mpc_set_previous_input(&mine, xr) != CP_MPC_OK || mine.u_prev[0] != 2.5f;
   xr[0] = 0.0f;
-  bad |= cp_mpc_shift(&mine) != CP_MPC_OK;
-  bad |= cp_mpc_feedback(&mine, x, u) != CP_MPC_NOT_PREPARED;
+  {  /* a feedback that finds its guess not prepared prepares it (status 5 used to hold the old input for good) */
+    static cp_mpc_mem other;
+    cp_real ua[CP_MPC_NU], ub[CP_MPC_NU];
+    other = mine;  /* (a copy: the same guess) */
+    bad |= cp_mpc_shift(&mine) != CP_MPC_OK || cp_mpc_shift(&other) != CP_MPC_OK || cp_mpc_prepare(&other) != CP_MPC_OK;
+    bad |= cp_mpc_feedback(&mine, x, ua) != CP_MPC_OK;
+    bad |= cp_mpc_feedback(&other, x, ub) != CP_MPC_OK || ua[0] != ub[0];
+  }
   x[0] = 0.0f / 0.0f;
   bad |= cp_mpc_prepare(&mine) != CP_MPC_OK;
   bad |= cp_mpc_feedback(&mine, x, u) != CP_MPC_NONFINITE;

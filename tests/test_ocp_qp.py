@@ -300,7 +300,10 @@ def test_warm_start_with_the_wrong_active_set_falls_back_to_the_interior_point(h
             truth = solver.solve(case)
             same = np.array_equal(np.asarray(truth.lam) > np.asarray(truth.t),
                                   np.asarray(warm_from.lam) > np.asarray(warm_from.t))
-            assert c.iterations == twin.iterations
+            # the same iterations, or one apart where the last step lands at the tolerance: the interior point's
+            # end game (barrier terms ~1e12) is where the C's and numpy's rounding part (one such case here: the
+            # C's 17th step raised stationarity tenfold and was undone, numpy's lowered it)
+            assert abs(c.iterations - twin.iterations) <= 1
             if not same:  # (a prediction that happens to hold is taken: one step)
                 wrong += 1
                 assert c.iterations > 1

@@ -34,6 +34,7 @@ from shooting.controller.ocp_qp import ocp_qp_source
 from shooting.integrate.integrator import build_integrator
 from shooting.model import Model
 from shooting.mpc.costs import CONVEXIFY_TAU
+from shooting.mpc.divergence import prediction_limit
 from shooting.mpc.ocp import MultipleShootingOCP
 from shooting.mpc.rti_stage import constraint_functions, cost_expansions, cost_values
 from shooting.mpc.sqp import (
@@ -368,6 +369,8 @@ def generate_controller(spec: ControllerSpec, name: str, *, real: Real = "double
         p0=_values(spec.p0 if model.np else [0.0], real), x_guess=_values(spec.x_guess, real),
         u_guess=_values(spec.u_guess, real), dt=literal(spec.dt, real), l1=literal(spec.slack_l1, real),
         l2=literal(spec.slack_l2 if spec.soft or spec.soft_path else 1.0, real),
+        prediction_limit=literal(prediction_limit(spec.x_guess, spec.u_guess, spec.x_ref, spec.u_ref, spec.x_min,
+                                                  spec.x_max, spec.u_min, spec.u_max), real),
         tol_stat=literal(tol["tol_stat"], real), tol_eq=literal(tol["tol_eq"], real),
         tol_mu=literal(tol["tol_mu"], real),
         functions=emitter.source() + "\n" + qp.functions, body=body, value=value, n_value_out=plain.n_out(),

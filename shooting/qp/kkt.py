@@ -129,6 +129,8 @@ class Problem:
         self.sides = build_sides(qp)
         self.nsides, self.nsoft = z.nsides, z.nsoft
         self.bound_sides = 2 * N * (nu + z.nbx)  # the inputs' and states' sides come first (C: @{P}_SIDES_U, _X)
+        # a side other than an input's that is hard: only then can the QP be infeasible (C: @{p}_has_hard_rows)
+        self.has_hard_rows = bool(np.any(~self.sides.soft & (self.sides.slot >= 2 * N * nu)))
 
 
 @dataclass

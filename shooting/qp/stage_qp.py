@@ -26,7 +26,7 @@ FloatArray = npt.NDArray[np.float64]
 
 #: Return codes of the solver, as in the C.
 OCP_QP_STATUS = {0: "optimal", 1: "iteration limit", 2: "infeasible", 3: "not convex (Riccati pivot)",
-                 4: "non-finite data"}
+                 4: "non-finite data", 5: "diverged (a numerical failure: without a hard row every QP is feasible)"}
 
 #: Stopping tolerances per real type, each relative to the size of the terms
 #: its residual sums (see the C): stationarity, equalities (dynamics and
