@@ -55,8 +55,8 @@ from shooting.qp import OCP_QP_TOLERANCES, OCPQPSizes
 #: The package of this module's C templates (mpc.c.in, mpc.h.in).
 TEMPLATES = "shooting.controller.templates"
 
-__all__ = ["MAX_QP_ITERATIONS", "ControllerSpec", "GuessNotSolved", "controller_files", "controller_spec",
-           "generate_controller"]
+__all__ = ["MAX_QP_BUDGET", "MAX_QP_ITERATIONS", "ControllerSpec", "GuessNotSolved", "budget_defaults",
+           "controller_files", "controller_spec", "generate_controller"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -79,6 +79,9 @@ def controller_files(name: str) -> list[str]:
 #: swing-ups at N = 20..200, random QPs with general rows); the cap is
 #: three times the worst seen, and hitting it is a reported failure.
 MAX_QP_ITERATIONS = 50
+
+#: The largest QP budget an export takes (iterations per QP): far beyond any QP's need, a bound on a sample.
+MAX_QP_BUDGET = 1000
 
 #: 1: a sample's QP starts from the previous one's slacks and multipliers
 #: (shifted, pushed at least WARM_PUSH inside); 0: cold (from the primal guess).
@@ -127,6 +130,9 @@ class ControllerSpec:
         The ``stage_cost``/``terminal_cost`` QP models (`shooting.mpc.rti_stage.cost_expansions`).
     cost_value, cost_value_n : casadi.Function or None
         Their values, for the SQP's merit function.
+    max_qp_iterations, max_sqp_iterations : int
+        The budget's defaults (``NAME_mpc_set_budget``): interior-point iterations per QP, SQP iterations per
+        sample.
     """
 
     model: Model
@@ -161,6 +167,8 @@ class ControllerSpec:
     cost_model_n: ca.Function | None = None
     cost_value: ca.Function | None = None
     cost_value_n: ca.Function | None = None
+    max_qp_iterations: int = 50
+    max_sqp_iterations: int = COLD_START_ITERATIONS
 
     @property
     def rate(self) -> bool:
@@ -191,7 +199,8 @@ class ControllerSpec:
         return z.N * (z.nx + z.nu)
 
 
-def controller_spec(ocp: MultipleShootingOCP, *, x0: object = None, guess: tuple[object, object] | None = None
+def controller_spec(ocp: MultipleShootingOCP, *, x0: object = None, guess: tuple[object, object] | None = None,
+                    max_qp_iterations: int | None = None, max_sqp_iterations: int | None = None
                     ) -> ControllerSpec:
     """What the C controller of `ocp` needs, with its initial trajectory guess.
 
@@ -205,6 +214,8 @@ def controller_spec(ocp: MultipleShootingOCP, *, x0: object = None, guess: tuple
         the model's nominal ``x0``) at generation time.
     guess : (x, u), optional
         A trajectory guess, shapes (N+1, nx) and (N, nu), instead of the solve.
+    max_qp_iterations, max_sqp_iterations : int, optional
+        The budget's defaults (default `MAX_QP_ITERATIONS` and `COLD_START_ITERATIONS`).
 
     Returns
     -------
@@ -221,6 +232,7 @@ def controller_spec(ocp: MultipleShootingOCP, *, x0: object = None, guess: tuple
     """
     if not isinstance(ocp, MultipleShootingOCP):
         raise ValueError(f"ocp must be a shooting.MultipleShootingOCP, got {type(ocp).__name__}")
+    budget = budget_defaults(max_qp_iterations, max_sqp_iterations)
     m = ocp.model
     if m.nz and (np.isfinite(m.z_min).any() or np.isfinite(m.z_max).any()):
         raise ValueError(f"the C controller does not impose the bounds on the algebraic states of model {m.name} "
@@ -263,7 +275,17 @@ def controller_spec(ocp: MultipleShootingOCP, *, x0: object = None, guess: tuple
         x_guess=np.asarray(x_guess, dtype=float), u_guess=np.asarray(u_guess, dtype=float), guess_origin=origin,
         path=path, terminal=terminal, soft_path=bool(ocp.soft_path_constraints) and path is not None,
         cost_model=cost_model, cost_model_n=cost_model_n, cost_value=cost_value, cost_value_n=cost_value_n,
+        max_qp_iterations=budget[0], max_sqp_iterations=budget[1],
     )
+
+
+def budget_defaults(max_qp_iterations: int | None, max_sqp_iterations: int | None) -> tuple[int, int]:
+    """The budget's defaults of an export: each validated (None: `MAX_QP_ITERATIONS`, `COLD_START_ITERATIONS`)."""
+    qp = MAX_QP_ITERATIONS if max_qp_iterations is None else \
+        _validate.integer(max_qp_iterations, "max_qp_iterations", minimum=1, maximum=MAX_QP_BUDGET)
+    sqp = COLD_START_ITERATIONS if max_sqp_iterations is None else \
+        _validate.integer(max_sqp_iterations, "max_sqp_iterations", minimum=1, maximum=MAX_SQP_ITERATIONS)
+    return qp, sqp
 
 
 def _values(values: object, real: Real) -> str:
@@ -335,7 +357,7 @@ def generate_controller(spec: ControllerSpec, name: str, *, real: Real = "double
     N, ng, ngN = spec.horizon, z.ng, z.ngN
     values = dict(
         name=name, NAME=name.upper(), version=VERSION, NX=model.nx, NU=model.nu, NP=model.np,
-        NP_1=max(model.np, 1), N=N, nv=spec.nv, max_iter=MAX_QP_ITERATIONS, NXQ=z.nx, NBX=nb,
+        NP_1=max(model.np, 1), N=N, nv=spec.nv, max_iter=spec.max_qp_iterations, NXQ=z.nx, NBX=nb,
         NXQ_RATE=(N + 1) * z.nx if spec.rate else 1, CG_LEN=max(N * ng * z.nx, 1), DG_LEN=max(N * ng * z.nu, 1),
         G_LEN=max(N * ng, 1), CN_LEN=max(ngN * z.nx, 1), GN_LEN=max(ngN, 1),
         UREF_LEN=1 if ru2_inverse is not None else N * model.nu,
@@ -385,9 +407,10 @@ def generate_controller(spec: ControllerSpec, name: str, *, real: Real = "double
                   "expression_sha256": model.expression_hash},
         "horizon": spec.horizon, "dt": spec.dt, "method": spec.method, "steps": spec.steps,
         "qp": {"variables": spec.nv, "stages": spec.horizon, "stage_states": z.nx, "stage_inputs": z.nu,
-               "bounded_states": nb, "max_iterations": MAX_QP_ITERATIONS, "soft_x_bounds": spec.soft,
+               "bounded_states": nb, "max_iterations": spec.max_qp_iterations, "soft_x_bounds": spec.soft,
                "slack_l1": spec.slack_l1, "slack_l2": spec.slack_l2, "tolerances": tol,
                "warm_start": bool(WARM_START), "method": "interior point (Mehrotra), square-root Riccati per stage"},
+        "budget": {"max_qp_iterations": spec.max_qp_iterations, "max_sqp_iterations": spec.max_sqp_iterations},
         "guess": spec.guess_origin, "reentrant": emitter.reentrant, "heap": False,
         **measured, **dict(metadata or {}),
     }
@@ -451,7 +474,7 @@ def _header(spec: ControllerSpec, values: dict[str, Any], real: Real, emitter: C
         reentrant=1 if emitter.reentrant else 0, qp_work=qp_work,
         sqp_tol_step=literal(SQP_TOLERANCES[real]["step"], real),
         sqp_tol_defect=literal(SQP_TOLERANCES[real]["defect"], real),
-        cold_iterations=COLD_START_ITERATIONS, max_sqp_iter=MAX_SQP_ITERATIONS,
+        cold_iterations=spec.max_sqp_iterations, max_sqp_iter=MAX_SQP_ITERATIONS,
         inexact_text=_inexact_text(real),
     )
 

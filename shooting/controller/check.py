@@ -35,7 +35,7 @@ from shooting.codegen.c_files import CExport, generate_c
 from shooting.codegen.emitter import literal
 from shooting.codegen.rounding import UNIT_ROUNDOFF, rounding_spread
 from shooting.codegen.toolchain import ToolchainError, first_error_line
-from shooting.controller.c_source import ControllerSpec
+from shooting.controller.c_source import MAX_QP_ITERATIONS, ControllerSpec
 from shooting.controller.host import CONTROLLER_STATUS, load_controller
 from shooting.integrate.integrator import build_integrator
 from shooting.mpc.ocp import MultipleShootingOCP
@@ -66,6 +66,11 @@ TOLERANCE_DRAWS = 8
 
 #: The plant of every check: the model integrated by this tableau and substeps, in double.
 PLANT_METHOD, PLANT_STEPS = "dopri5", 20
+
+#: The budget of the checks' closed loops (QP iterations per QP, SQP iterations per sample): the default one,
+#: whatever the export's (the reference, `RTIController`, has none: a smaller budget would stop samples where it
+#: does not).
+CHECK_BUDGET = (MAX_QP_ITERATIONS, COLD_START_ITERATIONS)
 
 #: Cortex-M4 clock for the time estimates, and cycles per instruction assumed.
 M4_HZ, CYCLES_PER_INSTRUCTION = 168e6, 1.25
@@ -254,6 +259,7 @@ def host_loop(export: CExport, spec: ControllerSpec, x0: FloatArray, steps: int)
     with tempfile.TemporaryDirectory(prefix="shooting_ctl_host_") as tmp:
         _write(export, Path(tmp))
         controller = load_controller(tmp, model=spec.model)
+        controller.set_budget(*CHECK_BUDGET)  # (the reference has no budget)
         controller.step(x0, 0.0)  # the first sample alone: its whole prediction (the closed loop resets it)
         first = None if controller.u_pred is None else controller.u_pred.copy()
         traj = simulate_closed_loop(controller, x0, steps, plant_method=PLANT_METHOD, plant_steps=PLANT_STEPS,
@@ -283,6 +289,7 @@ int main(void) {{
   systick_start();
   for (i = 0; i < {nx}; ++i) x[i] = x_init[i];
   if ({stem}_init(mem) || {stem}_prepare(mem)) {{ printf("prepare failed\\n"); return 3; }}
+  {stem}_set_budget(mem, {budget_qp}, {budget_sqp});  /* (the reference has no budget) */
   for (k = 0; k < {steps}; ++k) {{
     for (i = 0; i < {nx}; ++i) xr[i] = ({name}_real)x[i];
     a = systick_now();
@@ -323,6 +330,7 @@ def board_loop(export: CExport, spec: ControllerSpec, x0: FloatArray, steps: int
     stem = export.name
     main = _BOARD_MAIN.format(
         stem=stem, name=stem[:-len("_mpc")], systick=qemu_mps2.SYSTICK_C, nx=model.nx, nu=model.nu,
+        budget_qp=CHECK_BUDGET[0], budget_sqp=CHECK_BUDGET[1],
         np1=max(model.np, 1), x0=", ".join(repr(float(v)) for v in x0),
         p=", ".join(repr(float(v)) for v in model.p0) or "0.0", steps=steps, dt=literal(spec.dt, "double"),
         nz1=max(model.nz, 1), z0=", ".join(repr(float(v)) for v in z_start) or "0.0",

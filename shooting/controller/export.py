@@ -27,6 +27,7 @@ from shooting.codegen.verify import CheckReport
 from shooting.controller.c_source import (
     ControllerSpec,
     GuessNotSolved,
+    budget_defaults,
     controller_files,
     controller_spec,
     generate_controller,
@@ -188,6 +189,8 @@ def export_controller(
     check_steps: int = CHECK_STEPS,
     metadata: Mapping[str, object] | None = None,
     progress: bool | Progress | None = None,
+    max_qp_iterations: int | None = None,
+    max_sqp_iterations: int | None = None,
 ) -> ExportReport:
     """Export the real-time-iteration controller of `ocp` as C into `out_dir`, optionally checked.
 
@@ -224,6 +227,12 @@ def export_controller(
     progress : bool or callable ``(str) -> None``, optional
         One line before each stage: None or False silent (the default), True
         on stderr, a callable is called with each line.
+    max_qp_iterations, max_sqp_iterations : int, optional
+        The budget's defaults (``NAME_mpc_set_budget`` with 0 keeps them):
+        iterations per QP (default 50) and SQP iterations per sample (default
+        100). The checks compare with Python at the default budget (a smaller
+        one stops samples where the reference does not) and report the worst
+        case this budget allows.
 
     Returns
     -------
@@ -259,10 +268,12 @@ def export_controller(
     if real == "float":
         _check_float_weights(ocp)
     start = ocp.model.x0 if x0 is None else _validate.vector(x0, ocp.model.nx, "x0", broadcast=False)
+    budget_defaults(max_qp_iterations, max_sqp_iterations)  # (refused before the long work)
 
     say(f"solving the OCP from x0 with IPOPT for the initial guess (N = {ocp.horizon})")
     try:
-        spec = controller_spec(ocp, x0=start)
+        spec = controller_spec(ocp, x0=start, max_qp_iterations=max_qp_iterations,
+                               max_sqp_iterations=max_sqp_iterations)
     except GuessNotSolved as err:  # a failed solve: reported, nothing written
         return ExportReport(ok=False, name=name, out_dir=out, files=[], errors={},
                             problems=(str(err),))

@@ -38,6 +38,7 @@ from shooting.codegen.sil_common import (
     read_manifest,
     real_field,
 )
+from shooting.controller.c_source import MAX_QP_BUDGET
 from shooting.loading import load_model
 from shooting.model import Model
 from shooting.mpc.controllers import ControlStep
@@ -49,7 +50,7 @@ __all__ = ["CONTROLLER_MANIFEST", "CONTROLLER_STATUS", "HostController", "load_c
 #: The status codes of ``NAME_mpc_feedback`` (see the generated header).
 CONTROLLER_STATUS = {0: "ok", 1: "QP iteration limit", 2: "QP infeasible", 3: "Hessian not positive definite",
                      4: "non-finite data", 5: "not prepared", 6: "bad argument", 7: "integrator step failed",
-                     8: "SQP iteration limit", 9: "line search failed"}
+                     8: "SQP iteration limit", 9: "line search failed", 10: "budget", 11: "diverged"}
 
 
 FloatArray = npt.NDArray[np.float64]
@@ -89,6 +90,23 @@ int shim_step({stem}_mem* m, const {name}_real* x, {name}_real* u, {name}_real* 
   seconds[1] = t2 - t1;
   return st;
 }}
+/* This sample's data before its feedback, timed with it (seconds[0]): the references of every stage (their
+ * gradient terms only: the preparation stays valid) when xr (and ur) are given, the parameters when p is given
+ * and differs from the controller's (then the QP is prepared again: the parameters enter the linearisation). */
+int shim_data({stem}_mem* m, const {name}_real* xr, const {name}_real* ur, const {name}_real* p, double* seconds) {{
+  double t0 = shim_now();
+  int k, i, st = 0, same = 1;
+  if (xr)
+    for (k = 0; k <= {NAME}_MPC_N && !st; ++k)
+      st = {stem}_set_reference(m, k, xr + k * {NAME}_MPC_NX, ur && k < {NAME}_MPC_N ? ur + k * {NAME}_MPC_NU : 0);
+  if (p && !st) {{
+    for (i = 0; i < {NAME}_MPC_NP; ++i) same &= m->p[i] == p[i];
+    if (!same && !(st = {stem}_set_parameters(m, p))) st = {stem}_prepare(m);
+  }}
+  seconds[0] = shim_now() - t0;
+  return st;
+}}
+int shim_qp_iterations_sample(const {stem}_mem* m) {{ return m->qp_iterations_sample; }}
 int shim_status(const {stem}_mem* m) {{ return m->status; }}
 int shim_qp_iterations(const {stem}_mem* m) {{ return m->qp_iterations; }}
 int shim_sqp_iterations(const {stem}_mem* m) {{ return m->sqp_iterations; }}
@@ -148,6 +166,8 @@ class HostController:
     horizon : int
     feedback_times, preparation_times : list of float
         Seconds per sample of the two C calls.
+    qp_iterations : list of int
+        Per sample, every QP iteration it took (a cold start's over all its SQP iterations).
     x_pred, u_pred : ndarray or None
         The prediction of the last feedback, shapes (N+1, nx) and (N, nu).
     mem_bytes : int
@@ -187,7 +207,7 @@ class HostController:
             for call, args in (("init", [vp]), ("prepare", [vp]), ("shift", [vp]), ("feedback", [vp, vp, vp]),
                                ("set_time", [vp, R]), ("set_reference", [vp, ctypes.c_int, vp, vp]),
                                ("set_parameters", [vp, vp]), ("reset", [vp, vp]),
-                               ("solve", [vp, vp, vp, ctypes.c_int])):
+                               ("solve", [vp, vp, vp, ctypes.c_int]), ("set_budget", [vp, ctypes.c_int, ctypes.c_int])):
                 fn = getattr(lib, f"{stem}_{call}")
                 fn.argtypes, fn.restype = args, ctypes.c_int
                 self._fn[call] = fn
@@ -197,7 +217,9 @@ class HostController:
             raise ValueError(f"{source} does not define the functions of a controller export ({err}): export "
                              f"again") from None
         lib.shim_step.argtypes, lib.shim_step.restype = [vp, vp, vp, vp, vp, vp], ctypes.c_int
+        lib.shim_data.argtypes, lib.shim_data.restype = [vp, vp, vp, vp, vp], ctypes.c_int
         for fname, restype in (("shim_status", ctypes.c_int), ("shim_qp_iterations", ctypes.c_int),
+                               ("shim_qp_iterations_sample", ctypes.c_int),
                                ("shim_sqp_iterations", ctypes.c_int), ("shim_cold", ctypes.c_int),
                                ("shim_sqp_step", ctypes.c_double),
                                ("shim_sqp_defect", ctypes.c_double), ("shim_x", vp), ("shim_u", vp)):
@@ -218,6 +240,9 @@ class HostController:
         self.preparation_times: list[float] = []
         self.x_pred: FloatArray | None = None
         self.u_pred: FloatArray | None = None
+        self.qp_iterations: list[int] = []
+        self._budget = (0, 0)  # (the export's)
+        self._data_seconds = np.zeros(1)
         self.reset()
 
     @staticmethod
@@ -243,13 +268,37 @@ class HostController:
         `step` cold-starts (iterates to convergence)."""
         x = None if x0 is None else _validate.vector(x0, self.model.nx, "x0", broadcast=False)
         self._call("init")
+        self._call("set_budget", *self._budget)
         if x is not None:
             self._xbuf[:] = x
             self._call("reset", self._xbuf.ctypes.data)
         self._started = False
         self.feedback_times.clear()
         self.preparation_times.clear()
+        self.qp_iterations.clear()
         self.x_pred = self.u_pred = None
+
+    def set_budget(self, max_qp_iterations: int | None = None, max_sqp_iterations: int | None = None) -> None:
+        """The budget of every later sample (``NAME_mpc_set_budget``; kept by `reset`).
+
+        Parameters
+        ----------
+        max_qp_iterations : int, optional
+            Iterations per QP (each Riccati factorisation counts one: the shortcut's and every interior-point
+            iteration); None: the export's default (``NAME_MPC_MAX_ITER``, the manifest's ``budget``).
+        max_sqp_iterations : int, optional
+            SQP iterations per sample, a cold start's included (one that needs more goes on at the next
+            samples); None: the export's default (``NAME_MPC_COLD_ITERATIONS``).
+
+        A sample the budget stops returns ``status == "budget"`` with the best input it reached (finite,
+        within the input bounds); the next sample goes on from there.
+        """
+        qp = 0 if max_qp_iterations is None else \
+            _validate.integer(max_qp_iterations, "max_qp_iterations", minimum=1, maximum=MAX_QP_BUDGET)
+        sqp = 0 if max_sqp_iterations is None else \
+            _validate.integer(max_sqp_iterations, "max_sqp_iterations", minimum=1, maximum=MAX_SQP_ITERATIONS)
+        self._budget = (qp, sqp)
+        self._call("set_budget", qp, sqp)
 
     def solve(self, x0: npt.ArrayLike, max_iter: int = COLD_START_ITERATIONS, t: float | None = None) -> SQPResult:
         """SQP (``NAME_mpc_solve``) from the current guess to a KKT point of the OCP for the state `x0`.
@@ -289,7 +338,9 @@ class HostController:
         return int(self._fn[what](self._mem, *args))
 
     def set_reference(self, k: int, x_ref: npt.ArrayLike | None, u_ref: npt.ArrayLike | None = None) -> None:
-        """References of stage k = 0..N (``u_ref`` ignored at N); call before the next preparation."""
+        """References of stage k = 0..N (``u_ref`` ignored at N): written into the prepared QP's gradients
+        (``NAME_mpc_set_reference``; no new preparation). For a reference that changes every sample pass
+        ``x_ref``/``u_ref`` to `step` instead: written in one call, timed with the sample."""
         dtype = real_dtype(self.real)
         xr = None if x_ref is None else np.ascontiguousarray(
             _validate.vector(x_ref, self.model.nx, "x_ref", broadcast=False), dtype=dtype)
@@ -297,35 +348,75 @@ class HostController:
             _validate.vector(u_ref, self.model.nu, "u_ref", broadcast=False), dtype=dtype)
         k = _validate.integer(k, "k", minimum=0, maximum=self.horizon)
         self._call("set_reference", k, None if xr is None else xr.ctypes.data, None if ur is None else ur.ctypes.data)
-        if self._started:
-            self._call("prepare")
 
-    def step(self, x: npt.ArrayLike, t: float = 0.0) -> ControlStep:
+    def _data(self, x_ref: npt.ArrayLike | None, u_ref: npt.ArrayLike | None, p: npt.ArrayLike | None
+              ) -> tuple[Any, Any, Any]:
+        """This sample's references (every stage) and parameters as C arrays, None where not given."""
+        dtype = real_dtype(self.real)
+        N, nx, nu, npar = self.horizon, self.model.nx, self.model.nu, self.model.np
+        if u_ref is not None and x_ref is None:
+            raise ValueError("u_ref needs x_ref (give the state reference too)")
+        xr = None if x_ref is None else _validate.stage_rows(x_ref, N + 1, nx, "x_ref")
+        ur = None if u_ref is None else _validate.stage_rows(u_ref, N, nu, "u_ref")
+        pv = None
+        if p is not None and npar:
+            rows = _validate.stage_rows(p, N, npar, "p")
+            if not np.all(rows == rows[0]):
+                raise ValueError("an exported controller takes one parameter vector per sample (the C's "
+                                 "set_parameters), not one per stage: give p of shape (np,)")
+            pv = rows[0]
+        return tuple(None if a is None else np.ascontiguousarray(a, dtype=dtype).reshape(-1)
+                     for a in (xr, ur, pv))  # type: ignore[return-value]
+
+    def step(self, x: npt.ArrayLike, t: float = 0.0, *, x_ref: npt.ArrayLike | None = None,
+             u_ref: npt.ArrayLike | None = None, p: npt.ArrayLike | None = None) -> ControlStep:
         """Feedback for the measured state `x` at time `t`, then shift and prepare the next sample.
+
+        Parameters
+        ----------
+        x : array_like, shape (nx,)
+        t : float
+        x_ref : array_like, shape (nx,) or (N+1, nx), optional
+            This sample's state reference (every stage), written into the prepared QP's gradients before the
+            feedback (no new preparation) and timed with it.
+        u_ref : array_like, shape (nu,) or (N, nu), optional
+            Its input reference (with `x_ref`).
+        p : array_like, shape (np,), optional
+            The model's parameters; when they change the QP is prepared again (timed with the sample).
 
         Returns
         -------
         ControlStep
-            ``status`` is the C's status in words; ``iterations`` the QP's (a cold start's: the SQP's).
+            ``status`` is the C's status in words (`CONTROLLER_STATUS`: "ok", "budget", ...); ``iterations`` the
+            QP's (a cold start's: the SQP's); ``solve_time`` the controller's own time (the data, feedback,
+            shift and preparation, timed in C).
         """
         xv = _validate.vector(x, self.model.nx, "x", broadcast=False)
+        xr, ur, pv = self._data(x_ref, u_ref, p)
         if not self._started:
             self._call("set_time", float(t))
             t0 = time.perf_counter()
             self._call("prepare")
             self.preparation_times.append(time.perf_counter() - t0)
             self._started = True
+        data = 0.0
+        if xr is not None or pv is not None:
+            def ptr(a: Any) -> Any:
+                return None if a is None else a.ctypes.data
+            self._lib.shim_data(self._mem, ptr(xr), ptr(ur), ptr(pv), self._data_seconds.ctypes.data)
+            data = float(self._data_seconds[0])
         self._xbuf[:] = xv
-        cold = bool(self._lib.shim_cold(self._mem))  # (this feedback iterates to convergence: SQP)
+        cold = bool(self._lib.shim_cold(self._mem))  # (this feedback iterates SQP)
         # feedback, shift and prepare in one call, timed in C (the Python call's own cost is not counted)
         status = int(self._lib.shim_step(self._mem, self._xbuf.ctypes.data, self._ubuf.ctypes.data,
                                          self._xs.ctypes.data, self._us.ctypes.data, self._seconds.ctypes.data))
-        feedback, prepare = float(self._seconds[0]), float(self._seconds[1])
+        feedback, prepare = data + float(self._seconds[0]), float(self._seconds[1])
         u = self._ubuf.astype(np.float64)
         nx, nu = self.model.nx, self.model.nu
         self.x_pred = self._xs.astype(np.float64).reshape(self.horizon + 1, nx)
         self.u_pred = self._us.astype(np.float64).reshape(self.horizon, nu)
         iterations = int(self._lib.shim_sqp_iterations(self._mem) if cold else self._lib.shim_qp_iterations(self._mem))
+        self.qp_iterations.append(int(self._lib.shim_qp_iterations_sample(self._mem)))
         self.feedback_times.append(feedback)
         self.preparation_times.append(prepare)
         return ControlStep(u=u, solve_time=feedback + prepare, success=status == 0,
