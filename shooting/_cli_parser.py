@@ -67,6 +67,16 @@ def _sim_steps(text: str) -> float:
     return _count(MAX_SIM_STEPS)(text)
 
 
+def _qp_budget(text: str) -> float:
+    from shooting.controller.c_source import MAX_QP_BUDGET
+    return _count(MAX_QP_BUDGET)(text)
+
+
+def _sqp_budget(text: str) -> float:
+    from shooting.mpc.sqp import MAX_SQP_ITERATIONS
+    return _count(MAX_SQP_ITERATIONS)(text)
+
+
 def _newton_iterations(text: str) -> float:
     from shooting.integrate.integrator import MAX_NEWTON_ITERATIONS
     return _count(MAX_NEWTON_ITERATIONS)(text)
@@ -210,6 +220,15 @@ def _add_controller(sub: "argparse._SubParsersAction[_Parser]") -> None:
     ctl.add_argument("--check", action="store_true",
                      help="closed loop vs the Python RTIController (exit 1 on mismatch, nothing written)")
     ctl.add_argument("--check-steps", type=_sim_steps, help="closed-loop samples of --check (default 40)")
+    ctl.add_argument("--check-noise", type=_nonnegative_float, metavar="S",
+                     help="process noise of --check's closed loops: standard deviation S per state and sample "
+                          "(fixed seed; the same draws on the host, the board and the reference)")
+    ctl.add_argument("--max-qp-iterations", type=_qp_budget, metavar="K",
+                     help="the budget's default: at most K iterations per QP (each Riccati factorisation counts "
+                          "one; default 50); NAME_mpc_set_budget changes it at run time")
+    ctl.add_argument("--max-sqp-iterations", type=_sqp_budget, metavar="J",
+                     help="the budget's default: at most J SQP iterations per sample, a cold start's included (one "
+                          "that needs more goes on at the next samples; default 100)")
     ctl.add_argument("--name", help="C prefix (default the model's name): NAME_mpc.c, NAME_mpc.h")
     _add_output_arguments(ctl, lint="do not warn when the step is outside its stability region at x0",
                           quiet="no progress lines")

@@ -268,6 +268,7 @@ def _run_controller(args: argparse.Namespace) -> int:
     slack = [("--slack-l1", args.slack_l1 is not None), ("--slack-l2", args.slack_l2 is not None)]
     _refuse_ineffective([
         ("--check-steps", args.check_steps is not None and not args.check, "without --check", "add --check"),
+        ("--check-noise", args.check_noise is not None and not args.check, "without --check", "add --check"),
         *((option, given and args.hard_x_bounds, "with --hard-x-bounds (hard bounds have no slacks)",
            "drop --hard-x-bounds") for option, given in slack),
     ])
@@ -288,6 +289,8 @@ def _run_controller(args: argparse.Namespace) -> int:
     report = export_controller(ocp, args.out, real=args.real, target=args.target, check=args.check,
                                force=args.force, name=args.name, x0=scenario.x0,
                                **({} if args.check_steps is None else {"check_steps": args.check_steps}),
+                               check_noise=args.check_noise or 0.0, max_qp_iterations=args.max_qp_iterations,
+                               max_sqp_iterations=args.max_sqp_iterations,
                                metadata={"model_spec": args.model, "model_args": model_args, "qp_solver": args.qp},
                                progress=progress)
     if not _print_report(report, args.out):

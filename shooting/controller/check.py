@@ -45,7 +45,8 @@ from shooting.mpc.simulate import simulate_closed_loop
 from shooting.mpc.sqp import COLD_START_ITERATIONS, SQP_TOLERANCES, sqp
 from shooting.qp import solve_stage_qp
 
-__all__ = ["TOLERANCE_FLOOR", "TOLERANCE_SAFETY", "LoopRun", "Tolerance", "board_loop", "compare_inputs", "host_loop",
+__all__ = ["NOISE_SEED", "TOLERANCE_FLOOR", "TOLERANCE_SAFETY", "LoopRun", "Tolerance", "board_loop", "compare_inputs",
+           "host_loop", "process_noise",
            "input_scale", "input_tolerance", "reference_loop"]
 
 FloatArray = npt.NDArray[np.float64]
@@ -71,6 +72,9 @@ PLANT_METHOD, PLANT_STEPS = "dopri5", 20
 #: whatever the export's (the reference, `RTIController`, has none: a smaller budget would stop samples where it
 #: does not).
 CHECK_BUDGET = (MAX_QP_ITERATIONS, COLD_START_ITERATIONS)
+
+#: The seed of the checks' process noise (``check_noise``): the same draws on the host, the board and the reference.
+NOISE_SEED = 0
 
 #: Cortex-M4 clock for the time estimates, and cycles per instruction assumed.
 M4_HZ, CYCLES_PER_INSTRUCTION = 168e6, 1.25
@@ -132,11 +136,19 @@ class LoopRun:
         return out
 
 
-def reference_loop(ocp: MultipleShootingOCP, x0: FloatArray, steps: int) -> tuple[FloatArray, FloatArray]:
-    """The Python RTIController's closed loop (states (K+1, nx), inputs (K, nu)) on the check's plant."""
+def reference_loop(ocp: MultipleShootingOCP, x0: FloatArray, steps: int, noise: float = 0.0
+                   ) -> tuple[FloatArray, FloatArray]:
+    """The Python RTIController's closed loop (states (K+1, nx), inputs (K, nu)) on the check's plant (with
+    process noise of standard deviation `noise` per state and sample, `NOISE_SEED`)."""
     traj = simulate_closed_loop(RTIController(ocp), x0, steps, plant_method=PLANT_METHOD, plant_steps=PLANT_STEPS,
-                                progress=False)
+                                noise_std=noise or None, seed=NOISE_SEED, progress=False)
     return traj.x, traj.u
+
+
+def process_noise(nx: int, steps: int, noise: float) -> FloatArray:
+    """The checks' process noise, shape (steps, nx): what `simulate_closed_loop` adds after each plant step with
+    ``noise_std=noise, seed=NOISE_SEED`` (its generator draws nx normals per step, in order)."""
+    return noise * np.random.default_rng(NOISE_SEED).standard_normal((steps, nx))
 
 
 def input_scale(spec: ControllerSpec) -> FloatArray:
@@ -254,8 +266,9 @@ def _write(export: CExport, folder: Path) -> None:
         (folder / fname).write_text(text)
 
 
-def host_loop(export: CExport, spec: ControllerSpec, x0: FloatArray, steps: int) -> LoopRun:
-    """The generated controller compiled for this machine (ctypes) in a closed loop with the check's plant."""
+def host_loop(export: CExport, spec: ControllerSpec, x0: FloatArray, steps: int, noise: float = 0.0) -> LoopRun:
+    """The generated controller compiled for this machine (ctypes) in a closed loop with the check's plant (and
+    its process noise: `process_noise`)."""
     with tempfile.TemporaryDirectory(prefix="shooting_ctl_host_") as tmp:
         _write(export, Path(tmp))
         controller = load_controller(tmp, model=spec.model)
@@ -263,7 +276,7 @@ def host_loop(export: CExport, spec: ControllerSpec, x0: FloatArray, steps: int)
         controller.step(x0, 0.0)  # the first sample alone: its whole prediction (the closed loop resets it)
         first = None if controller.u_pred is None else controller.u_pred.copy()
         traj = simulate_closed_loop(controller, x0, steps, plant_method=PLANT_METHOD, plant_steps=PLANT_STEPS,
-                                    progress=False)
+                                    noise_std=noise or None, seed=NOISE_SEED, progress=False)
     return LoopRun("host", traj.x, traj.u, list(traj.status), traj.iterations,
                    feedback_seconds=np.array(controller.feedback_times[:len(traj.u)]),
                    prepare_seconds=np.array(controller.preparation_times[1:len(traj.u) + 1]),
@@ -278,6 +291,7 @@ _BOARD_MAIN = """\
 {systick}
 static const double x_init[{nx}] = {{{x0}}};
 static const double p_plant[{np1}] = {{{p}}};
+static const double noise[{steps}][{nx}] = {{{noise}}};  /* process noise after each plant step (check.process_noise) */
 static double z_plant[{nz1}] = {{{z0}}};  /* a DAE plant's algebraic states: consistent at x0, then warm */
 
 int main(void) {{
@@ -305,7 +319,7 @@ int main(void) {{
     for (i = 0; i < {nu}; ++i) {{ ud[i] = (double)u[i]; printf(" %.17g", ud[i]); }}
     printf("\\n");
     if (shooting_plant_step(x, ud, p_plant, {dt} * k, {dt}, {plant_z}xn, 0, 0{plant_z_out})) return 4;
-    for (i = 0; i < {nx}; ++i) x[i] = xn[i];
+    for (i = 0; i < {nx}; ++i) x[i] = xn[i] + noise[k][i];
     printf("x");
     for (i = 0; i < {nx}; ++i) printf(" %.17g", x[i]);
     printf("\\n");
@@ -315,7 +329,7 @@ int main(void) {{
 """
 
 
-def board_loop(export: CExport, spec: ControllerSpec, x0: FloatArray, steps: int) -> LoopRun:
+def board_loop(export: CExport, spec: ControllerSpec, x0: FloatArray, steps: int, noise: float = 0.0) -> LoopRun:
     """The generated controller and the plant (double) in a closed loop on QEMU's mps2-an386, instructions counted.
 
     Raises
@@ -331,6 +345,8 @@ def board_loop(export: CExport, spec: ControllerSpec, x0: FloatArray, steps: int
     main = _BOARD_MAIN.format(
         stem=stem, name=stem[:-len("_mpc")], systick=qemu_mps2.SYSTICK_C, nx=model.nx, nu=model.nu,
         budget_qp=CHECK_BUDGET[0], budget_sqp=CHECK_BUDGET[1],
+        noise=",".join("{" + ", ".join(repr(float(v)) for v in row) + "}"
+                       for row in process_noise(model.nx, steps, noise)),
         np1=max(model.np, 1), x0=", ".join(repr(float(v)) for v in x0),
         p=", ".join(repr(float(v)) for v in model.p0) or "0.0", steps=steps, dt=literal(spec.dt, "double"),
         nz1=max(model.nz, 1), z0=", ".join(repr(float(v)) for v in z_start) or "0.0",

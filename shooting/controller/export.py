@@ -33,6 +33,7 @@ from shooting.controller.c_source import (
     generate_controller,
 )
 from shooting.controller.check import (
+    NOISE_SEED,
     TOLERANCE_FLOOR,
     TOLERANCE_SAFETY,
     LoopRun,
@@ -110,9 +111,9 @@ class _Runs(ExportRuns):
     """The checks and measurements of one controller export."""
 
     def __init__(self, export: CExport, spec: ControllerSpec, x0: np.ndarray, ocp: MultipleShootingOCP,
-                 steps: int, say: Progress) -> None:
+                 steps: int, say: Progress, noise: float = 0.0) -> None:
         super().__init__(export, say)
-        self.spec, self.x0, self.ocp, self.steps = spec, x0, ocp, steps
+        self.spec, self.x0, self.ocp, self.steps, self.noise = spec, x0, ocp, steps, noise
         self._ref_u: np.ndarray | None = None
         self._tolerance: Tolerance | None = None
 
@@ -127,7 +128,7 @@ class _Runs(ExportRuns):
     def reference(self) -> np.ndarray:
         if self._ref_u is None:
             self.say(f"running the Python RTIController for {self.steps} samples (the reference)")
-            self._ref_u = reference_loop(self.ocp, self.x0, self.steps)[1]
+            self._ref_u = reference_loop(self.ocp, self.x0, self.steps, self.noise)[1]
         return self._ref_u
 
     def record(self, run: LoopRun, key: str) -> None:
@@ -136,7 +137,8 @@ class _Runs(ExportRuns):
         report = _loop_report(run, self.reference(), real, input_scale(self.spec), tol)
         self.checks.append(report)
         summary = run.summary()
-        self.measured[key] = {"samples_compared": report.vectors, "input_error": report.worst["u"],
+        self.measured[key] = {"process_noise": self.noise, "noise_seed": NOISE_SEED,
+                              "samples_compared": report.vectors, "input_error": report.worst["u"],
                               "input_tolerance": report.allowed["u"], "rounding_estimate": tol.applied_estimate,
                               "error_scale": "each input's bound range", "passed": report.passed, **summary}
         if "u_pred" in report.worst:
@@ -165,7 +167,7 @@ class _Runs(ExportRuns):
     def run(self, target: Target, check: bool) -> None:
         if check:
             self.say("closed loop on the host (ctypes)")
-            self.record(host_loop(self.export, self.spec, self.x0, self.steps), "check_host")
+            self.record(host_loop(self.export, self.spec, self.x0, self.steps, self.noise), "check_host")
         if target != "cortex-m4":
             return
         self.say("cross-compiling for Cortex-M4")
@@ -173,7 +175,7 @@ class _Runs(ExportRuns):
             return
         if check:
             self.say(f"closed loop on the emulated Cortex-M4 (qemu mps2-an386, -icount), {self.steps} samples")
-            self.record(board_loop(self.export, self.spec, self.x0, self.steps), "check_cortex_m4")
+            self.record(board_loop(self.export, self.spec, self.x0, self.steps, self.noise), "check_cortex_m4")
 
 
 def export_controller(
@@ -191,6 +193,7 @@ def export_controller(
     progress: bool | Progress | None = None,
     max_qp_iterations: int | None = None,
     max_sqp_iterations: int | None = None,
+    check_noise: float = 0.0,
 ) -> ExportReport:
     """Export the real-time-iteration controller of `ocp` as C into `out_dir`, optionally checked.
 
@@ -233,6 +236,10 @@ def export_controller(
         100). The checks compare with Python at the default budget (a smaller
         one stops samples where the reference does not) and report the worst
         case this budget allows.
+    check_noise : float
+        Process noise of the checks' closed loops: this standard deviation per
+        state and sample, added after each plant step (the same draws, fixed
+        seed, on the host, the board and the reference).
 
     Returns
     -------
@@ -269,6 +276,7 @@ def export_controller(
         _check_float_weights(ocp)
     start = ocp.model.x0 if x0 is None else _validate.vector(x0, ocp.model.nx, "x0", broadcast=False)
     budget_defaults(max_qp_iterations, max_sqp_iterations)  # (refused before the long work)
+    noise = _validate.real(check_noise, "check_noise", minimum=0.0)
 
     say(f"solving the OCP from x0 with IPOPT for the initial guess (N = {ocp.horizon})")
     try:
@@ -279,7 +287,7 @@ def export_controller(
                             problems=(str(err),))
     say(f"generating the controller C ({real}; QP: {spec.nv} variables in {spec.horizon} stages)")
     export = generate_controller(spec, name, real=real, metadata=metadata)
-    runs = _Runs(export, spec, start, ocp, steps, say)
+    runs = _Runs(export, spec, start, ocp, steps, say, noise)
     try:
         runs.run(target, check)
     except toolchain.ToolchainError as err:
