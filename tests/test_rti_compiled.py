@@ -204,6 +204,29 @@ def test_rate_penalty_and_path_rows_in_closed_loop_equal_the_twin() -> None:
     assert np.abs(loops[0].u - loops[1].u).max() / 40.0 <= ROUNDING
 
 
+def test_controllers_of_one_problem_side_by_side_keep_their_own_memory() -> None:
+    """Two controllers of one problem load the same library; each owns its data, work and warm start, so
+    stepping them in turn from different states gives, bit for bit, what each gives alone."""
+    ocp = _swing_up(10)
+    plant = shooting.build_integrator(ocp.model, "rk4", 20)
+
+    def run(controllers: list[shooting.RTIController], starts: list[np.ndarray]) -> list[np.ndarray]:
+        xs, us = [x0.copy() for x0 in starts], [[] for _ in starts]
+        for k in range(6):
+            for i, ctrl in enumerate(controllers):
+                u = ctrl.step(xs[i], k * ocp.dt).u
+                us[i].append(u)
+                xs[i] = np.asarray(plant(xs[i], u, [], k * ocp.dt, ocp.dt)[0]).ravel()
+        return [np.array(u) for u in us]
+
+    starts = [np.array([0.0, 0.3, 0.0, 0.0]), np.array([0.1, -0.2, 0.0, 0.1])]
+    alone = run([shooting.RTIController(ocp, initialize_with_ipopt=False)], starts[1:])[0]
+    pair = [shooting.RTIController(ocp, initialize_with_ipopt=False) for _ in starts]
+    assert pair[0].qp_library is not None and pair[1].qp_library is not None
+    assert pair[0].qp_library.path == pair[1].qp_library.path
+    np.testing.assert_array_equal(run(pair, starts)[1], alone)
+
+
 # ----------------------------------------------------------------------------------------------------- the cache
 
 _CHILD = """
