@@ -20,6 +20,13 @@ Path constraints h(x, u, p) <= 0 become general rows linearised at the guess
 with their exact Jacobians, C_k x + D_k u <= C_k xb + D_k ub - h(xb, ub)
 (soft with `soft_path_constraints`, one slack per row); terminal constraints
 c(x_N, p) = 0 the terminal rows C_N x_N = C_N xb_N - c(xb_N) (hard: both sides).
+
+Every array that depends on the guess and the sample's data comes from one
+call of one CasADi Function over all stages (`shooting.mpc.rti_data`); only
+the convexification of the extra costs' Hessians, a test per stage, is
+numpy's. `StageQPBuilder` evaluates it in CasADi's virtual machine and
+solves in numpy; after `StageQPBuilder.attach` (the default RTIController's,
+`shooting.mpc.rti_library`) both run in C, writing into the solver's buffers.
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
 """The stage-wise QP of an optimal control problem and its interior-point Riccati solver.
 
 `StageQP` holds one problem as numpy arrays; `solve_stage_qp` is the solver
-in numpy (the Python `RTIController`'s exact QP); ``templates/`` hold the same
-method as C, which `shooting.controller.ocp_qp` renders for the exported controller.
+in numpy (the numpy twin, the tests' reference); ``templates/`` hold the same
+method as C, which `shooting.qp.render` renders for the exported controller
+and `shooting.qp.host` compiles for this machine (the Python `RTIController`'s
+default QP, `CompiledStageQP`).
 The two are the same algorithm, named alike, checked against each other and
 against Clarabel by the tests. Lower than mpc and controller: both use it.
 """
