@@ -33,6 +33,7 @@ import shooting
 from qp_reference import random_qp
 from shooting._tools import build_shared_library
 from shooting.codegen import export_controller, load_controller
+from shooting.mpc import rti_library
 from shooting.mpc.rti_library import RTILibraryWarning, attach_library
 from shooting.mpc.rti_stage import StageQPBuilder
 from shooting.qp import OCP_QP_TOLERANCES, OCPQPSizes, StageQP, StageQPResult, shifted_result, solve_stage_qp
@@ -315,3 +316,12 @@ def test_an_unwritable_cache_falls_back_in_process(tmp_path: Path, monkeypatch: 
     assert twin.qp_library is None
     x0 = np.asarray(ocp.model.x0, dtype=float)
     assert np.array_equal(ctrl.step(x0, 0.0).u, twin.step(x0, 0.0).u)
+
+
+def test_a_stage_too_large_to_compile_runs_the_twin_without_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rti_library, "MAX_INSTRUCTIONS", 100)  # the limit, scaled down to the cart-pole's 573
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ctrl = shooting.RTIController(_swing_up(6), initialize_with_ipopt=False)
+    assert ctrl.qp_library is not None and ctrl.qp_library.status == "fallback"
+    assert "too large to compile" in ctrl.qp_library.reason

@@ -61,12 +61,16 @@ class QPData:
         (stages, n) or (rows, cols).
     nx : int
         The QP's state size (nx + nu under a rate penalty).
+    instructions : int
+        SX instructions of one stage's and the terminal stage's Functions (what compiling them costs; 0 when
+        the stage is MX around the step's calls).
     """
 
     function: ca.Function
     outputs: tuple[str, ...]
     shapes: dict[str, tuple[int, ...]]
     nx: int
+    instructions: int = 0
 
     def arrays(self, values: list[npt.ArrayLike]) -> dict[str, FloatArray]:
         """The outputs' values (CasADi's dense matrices) as arrays of their `shapes`."""
@@ -256,7 +260,8 @@ def qp_data_function(ocp: MultipleShootingOCP, step: ca.Function) -> QPData:
               "ug": (N, ng), "CN": (ngN, na), "lgN": (ngN,), "ugN": (ngN,), "M": (N, n, n), "M_N": (nx, nx)}
     fn = ca.Function("rti_qp_data", [Xb, Ub, Pm, t0, Xr, Ur], [ca.densify(out[name]) for name in order],
                      list(INPUTS), order)
-    return QPData(fn, tuple(order), {name: shapes[name] for name in order}, na)
+    size = sum(f.n_instructions() for f in (stage, terminal) if f.is_a("SXFunction"))
+    return QPData(fn, tuple(order), {name: shapes[name] for name in order}, na, size)
 
 
 def _stage_function(ocp: MultipleShootingOCP, step: ca.Function, rate: bool) -> tuple[ca.Function, list[str]]:

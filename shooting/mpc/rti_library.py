@@ -25,7 +25,9 @@ SHA-256), loads it, checks the solver's sizes and evaluates the data
 Function once at a fixed point against CasADi's virtual machine; anything
 wrong rebuilds the entry. Anything that prevents compiling (no gcc, a
 compiler that fails or runs past ``SHOOTING_TOOL_TIMEOUT``, an unwritable
-cache) leaves the controller on the numpy twin with one `RTILibraryWarning`.
+cache) leaves the controller on the numpy twin with one `RTILibraryWarning`;
+a stage of more than `shooting.mpc.nlp_compile.MAX_INSTRUCTIONS` SX
+instructions is not compiled (minutes of gcc), without a warning.
 Entries are published atomically and never modified afterwards; clear the
 cache by deleting the directory.
 """
@@ -58,7 +60,7 @@ from shooting._cache import (
     write_record,
 )
 from shooting._tools import HOST_CFLAGS, ToolchainError, compile_host, first_error_line
-from shooting.mpc.nlp_compile import CompileError, compiler_identity
+from shooting.mpc.nlp_compile import MAX_INSTRUCTIONS, CompileError, compiler_identity
 from shooting.mpc.rti_data import DataEvaluator
 from shooting.mpc.rti_stage import StageQPBuilder
 from shooting.qp.host import CompiledStageQP, library_source
@@ -140,8 +142,7 @@ class RTILibrary:
         self.builder = builder
         self.report: RTILibraryReport | None = None
         self._miss = "no entry"
-        self.sources = {"qp.c": library_source(builder.template.sizes),
-                        "data.c": _casadi_source(builder.data.function)}
+        self.sources: dict[str, str] = {}
         self.key = ""
         self.root = cache_dir() / "rti"
 
@@ -152,6 +153,14 @@ class RTILibrary:
         except CompileError as err:
             self.fallback(str(err))
             return False
+        try:
+            data = _casadi_source(self.builder.data.function)
+        except Exception as err:  # noqa: BLE001 - a Function CasADi cannot generate C for: the numpy twin
+            if interrupted(err):
+                raise
+            self.fallback(f"generating the RTI's C failed: {str(err).strip().splitlines()[-1][:200]}")
+            return False
+        self.sources = {"qp.c": library_source(self.builder.template.sizes), "data.c": data}
         material = json.dumps({"format": CACHE_FORMAT, "compiler": compiler, "flags": _FLAGS,
                                "platform": [sys.platform, platform.machine()]}, sort_keys=True)
         digest = hashlib.sha256(material.encode())
@@ -277,6 +286,11 @@ def attach_library(builder: StageQPBuilder) -> RTILibraryReport:
         ``status == "fallback"`` (after one `RTILibraryWarning`): nothing attached, `builder` stays numpy.
     """
     entry = RTILibrary(builder)
+    size = builder.data.instructions
+    if size > MAX_INSTRUCTIONS:  # a documented limit, not a fault: reported, no warning (as the compiled NLP's)
+        entry.report = RTILibraryReport("fallback", "", None, 0.0, f"too large to compile ({size} SX instructions "
+                                                                     f"per stage, limit {MAX_INSTRUCTIONS})")
+        return entry.report
     library = entry.load()
     if library is None and (entry.report is None or entry.report.status != "fallback"):
         library = entry.build()
