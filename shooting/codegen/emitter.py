@@ -216,10 +216,26 @@ class CEmitter:
         callees: list[str] = []
         nodes = F.instructions_sx() if any(F.instruction_id(k) == ca.OP_CALL for k in range(F.n_instructions())) \
             else None
+        shared = _shared_denominators(F) if R == "float" else set()
+        defined: dict[int, int] = {}  # work slot -> the instruction that last wrote it
+        reciprocal: dict[tuple[int, int], str] = {}
         for k in range(F.n_instructions()):
             op = F.instruction_id(k)
             ins = F.instruction_input(k)
             outs = F.instruction_output(k)
+            den = ins[1] if op == ca.OP_DIV else ins[0] if op == ca.OP_INV else -1
+            key = (den, defined.get(den, -1))
+            for w in outs:
+                defined[w] = k
+            if key in shared:
+                # a denominator of several divisions (a model's mass matrix determinant, its derivatives'
+                # quotients): its reciprocal once, then products (VDIV costs 14 cycles on a Cortex-M4, VMUL 1)
+                if key not in reciprocal:
+                    reciprocal[key] = f"d{len(reciprocal)}"
+                    body.append(f"  {reciprocal[key]} = 1/w{den};")
+                body.append(f"  w{outs[0]} = " + (f"w{ins[0]}*{reciprocal[key]};" if op == ca.OP_DIV
+                                                   else f"{reciprocal[key]};"))
+                continue
             if op == ca.OP_CALL and nodes is not None:
                 G = nodes[k].which_function()
                 gname = self.add(G)
@@ -247,7 +263,7 @@ class CEmitter:
             lines.append(f"static const {R} {zeros}[{max(1, max_in)}] = {{0}};")
         lines.append(f"static int {cname}(const {R}** arg, {R}** res) {{")
         used = sorted({int(i) for line in body for i in re.findall(r"\bw(\d+)\b", line)})
-        names = [f"w{i}" for i in used]  # (a work slot written by no instruction of ours is not declared)
+        names = [f"w{i}" for i in used] + list(reciprocal.values())  # (a slot no instruction writes: undeclared)
         for i in range(0, len(names), 16):
             lines.append(f"  {R} {', '.join(names[i:i + 16])};")
         for i in sorted(ins_used):
@@ -300,6 +316,23 @@ class CEmitter:
         if not any("res[" in line for line in body.lines):
             fn.append("  (void)res;")
         return "\n".join(head + fn + ["  return 0;", "}", ""])
+
+
+def _shared_denominators(F: ca.Function) -> set[tuple[int, int]]:
+    """The denominators (work slot, the instruction that wrote it) of two or more divisions (and ``1/x``) of the
+    SX Function `F`: the emitter divides by each once (its reciprocal) and multiplies (float only: one rounding
+    more per quotient, within the rounding the checks estimate and allow for)."""
+    defined: dict[int, int] = {}
+    count: dict[tuple[int, int], int] = {}
+    for k in range(F.n_instructions()):
+        op, ins = F.instruction_id(k), F.instruction_input(k)
+        if op in (ca.OP_DIV, ca.OP_INV):
+            den = ins[1] if op == ca.OP_DIV else ins[0]
+            key = (den, defined.get(den, -1))
+            count[key] = count.get(key, 0) + 1
+        for w in F.instruction_output(k):
+            defined[w] = k
+    return {key for key, n in count.items() if n >= 2}
 
 
 class _MXBody:
