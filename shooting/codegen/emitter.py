@@ -38,6 +38,11 @@ from shooting.options import REALS
 __all__ = ["CEmitter", "EmitError", "literal", "selected_nonzeros"]
 
 
+#: |x| up to which the float emitter's own sine and cosine reduce x exactly (4096 pi/2, templates/sincos.c.in);
+#: beyond, newlib's sinf and cosf.
+TRIG_LIMIT = 4096 * 1.5707963267948966
+
+
 class EmitError(ValueError):
     """The Function uses an operation this emitter does not translate."""
 
@@ -105,6 +110,7 @@ class CEmitter:
     static_reals: int = 0
     _tables: list[LinearTable | SplineTable] = field(default_factory=list)
     _erfinv: bool = False
+    _trig: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.real = _validate.choice(self.real, REALS, "real")
@@ -129,6 +135,10 @@ class CEmitter:
         if self._erfinv:
             runtime.append(render("erfinv.c.in", name=self.prefix, R=self.real,
                                   f="f" if self.real == "float" else "", newton=1 if self.real == "float" else 2))
+        if self._trig:
+            runtime.append(render("sincos.c.in", name=self.prefix, NAME=self.prefix.upper(),
+                                  limit=literal(TRIG_LIMIT, "float"),
+                                  **{fn: int(fn in self._trig) for fn in ("sin", "cos", "both")}))
         return "\n".join(runtime + self._chunks)
 
     def add(self, F: ca.Function) -> str:
@@ -216,17 +226,33 @@ class CEmitter:
         callees: list[str] = []
         nodes = F.instructions_sx() if any(F.instruction_id(k) == ca.OP_CALL for k in range(F.n_instructions())) \
             else None
-        shared = _shared_denominators(F) if R == "float" else set()
+        shared, pairs = _repeated_operands(F) if R == "float" else (set(), set())
         defined: dict[int, int] = {}  # work slot -> the instruction that last wrote it
         reciprocal: dict[tuple[int, int], str] = {}
+        trig: dict[tuple[int, int], tuple[str, str]] = {}
         for k in range(F.n_instructions()):
             op = F.instruction_id(k)
             ins = F.instruction_input(k)
             outs = F.instruction_output(k)
             den = ins[1] if op == ca.OP_DIV else ins[0] if op == ca.OP_INV else -1
             key = (den, defined.get(den, -1))
-            for w in outs:
+            angle = (ins[0], defined.get(ins[0], -1)) if op in (ca.OP_SIN, ca.OP_COS) else (-1, -1)
+            for w in outs if op != ca.OP_OUTPUT else ():  # (an output's are its index and nonzero, no slots)
                 defined[w] = k
+            if R == "float" and op in (ca.OP_SIN, ca.OP_COS):
+                # single precision's own sine and cosine (templates/sincos.c.in), both from one reduction where
+                # the model takes both of one angle
+                fn = "sin" if op == ca.OP_SIN else "cos"
+                if angle not in pairs:
+                    self._trig.add(fn)
+                    body.append(f"  w{outs[0]} = {self.prefix}_{fn}f(w{ins[0]});")
+                    continue
+                self._trig.add("both")
+                if angle not in trig:
+                    trig[angle] = (f"s{len(trig)}", f"c{len(trig)}")
+                    body.append(f"  {self.prefix}_sincosf(w{ins[0]}, &{trig[angle][0]}, &{trig[angle][1]});")
+                body.append(f"  w{outs[0]} = {trig[angle][0 if op == ca.OP_SIN else 1]};")
+                continue
             if key in shared:
                 # a denominator of several divisions (a model's mass matrix determinant, its derivatives'
                 # quotients): its reciprocal once, then products (VDIV costs 14 cycles on a Cortex-M4, VMUL 1)
@@ -263,7 +289,7 @@ class CEmitter:
             lines.append(f"static const {R} {zeros}[{max(1, max_in)}] = {{0}};")
         lines.append(f"static int {cname}(const {R}** arg, {R}** res) {{")
         used = sorted({int(i) for line in body for i in re.findall(r"\bw(\d+)\b", line)})
-        names = [f"w{i}" for i in used] + list(reciprocal.values())  # (a slot no instruction writes: undeclared)
+        names = [f"w{i}" for i in used] + list(reciprocal.values()) + [v for sc in trig.values() for v in sc]
         for i in range(0, len(names), 16):
             lines.append(f"  {R} {', '.join(names[i:i + 16])};")
         for i in sorted(ins_used):
@@ -318,21 +344,25 @@ class CEmitter:
         return "\n".join(head + fn + ["  return 0;", "}", ""])
 
 
-def _shared_denominators(F: ca.Function) -> set[tuple[int, int]]:
-    """The denominators (work slot, the instruction that wrote it) of two or more divisions (and ``1/x``) of the
-    SX Function `F`: the emitter divides by each once (its reciprocal) and multiplies (float only: one rounding
-    more per quotient, within the rounding the checks estimate and allow for)."""
+def _repeated_operands(F: ca.Function) -> tuple[set[tuple[int, int]], set[tuple[int, int]]]:
+    """Values (work slot, the instruction that wrote it) of the SX Function `F` that two or more divisions (and
+    ``1/x``) divide by, and angles whose sine and cosine are both taken. The float emitter divides by the first
+    once (its reciprocal) and multiplies: one rounding more per quotient, within the rounding the checks estimate
+    and allow for; the second share one reduction (``_sincosf``)."""
     defined: dict[int, int] = {}
     count: dict[tuple[int, int], int] = {}
+    trig: dict[tuple[int, int], set[int]] = {}
     for k in range(F.n_instructions()):
         op, ins = F.instruction_id(k), F.instruction_input(k)
         if op in (ca.OP_DIV, ca.OP_INV):
             den = ins[1] if op == ca.OP_DIV else ins[0]
             key = (den, defined.get(den, -1))
             count[key] = count.get(key, 0) + 1
-        for w in F.instruction_output(k):
+        elif op in (ca.OP_SIN, ca.OP_COS):
+            trig.setdefault((ins[0], defined.get(ins[0], -1)), set()).add(op)
+        for w in F.instruction_output(k) if op != ca.OP_OUTPUT else ():
             defined[w] = k
-    return {key for key, n in count.items() if n >= 2}
+    return {key for key, n in count.items() if n >= 2}, {key for key, ops in trig.items() if len(ops) == 2}
 
 
 class _MXBody:

@@ -133,19 +133,17 @@ def solve_stage_qp(qp: StageQP, *, x_guess: npt.ArrayLike | None = None, u_guess
     if warm is None:
         return _ipm(P, x, u, None, tol, max_iter)
     # max_iter bounds the whole solve, the shortcut's factorisations counted (as the C's budget)
-    solved, warm, x_moved, u_moved, spent = shortcut(P, x, u, warm, tol, min(SHORTCUT_ATTEMPTS, max_iter))
+    solved, warm, _, _, spent = shortcut(P, x, u, warm, tol, min(SHORTCUT_ATTEMPTS, max_iter))
     if solved is not None:
         return to_result(P, solved, 0, spent, residuals(P, solved)[:3])
     if shortcut_only:
         return _ipm(P, x, u, None, tol, max_iter)
     if spent >= max_iter:
-        return dataclasses.replace(to_result(P, _start(P, x_moved, u_moved, warm), 1, 0, (np.inf,) * 3),
-                                   iterations=spent)
+        return dataclasses.replace(to_result(P, _start(P, x, u, warm), 1, 0, (np.inf,) * 3), iterations=spent)
     # After corrections that did not settle, the warm start's multipliers are known wrong: the interior point
-    # starts cold (centred slacks and multipliers) from the last correction's point, which measured fewer
-    # iterations than warm from it (cart-pole under process noise 0.1: 24 -> 19 median, 89 -> 42 worst); a
-    # prediction the shortcut could not take at all (a hard row predicted active) keeps the warm start.
-    res = _ipm(P, x_moved, u_moved, warm if spent == 0 else None, tol, max_iter - spent)
+    # starts cold (centred slacks and multipliers) from the guess (see the C's @{p}_solve); a prediction the
+    # shortcut could not take at all (a hard row predicted active) keeps the warm start.
+    res = _ipm(P, x, u, warm if spent == 0 else None, tol, max_iter - spent)
     spent += res.iterations
     if res.status not in (2, 5) or spent >= max_iter:
         return dataclasses.replace(res, iterations=spent)

@@ -69,7 +69,7 @@ def ocp_qp_source(prefix: str, real: Real, sizes: OCPQPSizes) -> OCPQPSource:
     nxp, nup = sizes.nx * (sizes.nx + 1) // 2, sizes.nu * (sizes.nu + 1) // 2  # packed triangles
     work = render_from(TEMPLATES, "ocp_qp_work.h.in", **names, NSOFT=max(sizes.nsoft, 1), NXP=nxp, NUP=nup)
     functions = render_from(TEMPLATES, "ocp_qp.c.in", **names, f="f" if real == "float" else "",
-                            NU_1=max(sizes.nu, 1), NXP=nxp, NUP=nup, NSOFT=max(sizes.nsoft, 1),
+                            NU_1=max(sizes.nu, 1), NBX_1=max(sizes.nbx, 1), NG_1=max(sizes.ng, 1), NXP=nxp, NUP=nup,
                             tol_pd=literal(1e-14 if real == "double" else 1e-6, real),
                             tau=literal(STEP_FRACTION[real], real), warm_push=literal(WARM_PUSH[real], real),
                             mu_floor=literal(MU_FLOOR[real], real), diverge=literal(DIVERGE[real], real),
