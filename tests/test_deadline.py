@@ -69,6 +69,20 @@ def test_no_lock_up_under_heavy_process_noise(exported: Path, cartpole: shooting
         assert sum(s == "ok" for s in traj.status) > 250
 
 
+def test_python_rti_recovers_under_heavy_process_noise(soft_swingup: shooting.MultipleShootingOCP,
+                                                       cartpole: shooting.Model) -> None:
+    """The same noise on the Python RTIController: a diverged prediction (its QP "optimal") or a QP that
+    diverged is a failed sample, re-seeded at the next state; no run of failed samples longer than 5, every
+    input finite and within the bounds."""
+    rti = shooting.RTIController(soft_swingup)
+    x0 = shooting.default_scenario(cartpole).x0
+    for seed in range(3):
+        traj = shooting.simulate_closed_loop(rti, x0, 300, noise_std=0.3, seed=seed, progress=False)
+        assert np.isfinite(traj.u).all() and np.all(np.abs(traj.u) <= 80.0)
+        assert _longest_run([s if s not in ("optimal", "converged") else "ok" for s in traj.status]) <= 5
+        assert any(s.startswith("diverged") for s in traj.status)  # (the path this test is about was taken)
+
+
 def test_budget_bounds_every_sample_and_still_swings_up(exported: Path, cartpole: shooting.Model) -> None:
     """At most 3 QP iterations per QP and 2 SQP iterations per sample: no sample takes more (counted by the C,
     so that an engineer budgets max_sqp x max_qp factorisations), the first sample (a cold start) stops at the

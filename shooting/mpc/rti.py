@@ -35,6 +35,7 @@ from shooting import _validate
 from shooting._solver_call import solver_call
 from shooting.integrate.integrator import HOST_UNROLL_STEPS, build_integrator
 from shooting.mpc.controllers import ControlStep
+from shooting.mpc.divergence import prediction_limit
 from shooting.mpc.layout import ShootingLayout
 from shooting.mpc.ocp import MultipleShootingOCP
 from shooting.mpc.rti_library import RTILibraryReport, attach_library
@@ -157,6 +158,8 @@ class RTIController:
         self.feedback_times: list[float] = []
         self.preparation_times: list[float] = []
         self.qp_solver = qp_solver
+        # a prediction beyond this times 1 + max|x| has diverged (the C's PREDICTION_LIMIT: shooting.mpc.divergence)
+        self._limit = prediction_limit(m.x0, ocp.x_ref, ocp.u_ref, ocp.x_min, ocp.x_max, ocp.u_min, ocp.u_max)
         self._stages = StageQPBuilder(ocp) if stage_wise else None
         self.qp_library: RTILibraryReport | None = None
         if self._stages is None:
@@ -389,9 +392,13 @@ class RTIController:
         if not np.isfinite(w).all():
             return self._failed(prepare, feedback, status, iterations,
                                 "non-finite QP solution (the QP's arithmetic overflowed)")
+        if not np.abs(w).max(initial=0.0) <= self._limit * (1 + np.abs(xv).max(initial=0.0)):
+            # an "optimal" prediction beyond sense (data linearised far off): a failed sample (as the C's)
+            return self._failed(prepare, feedback, "diverged", iterations,
+                                f"the prediction passes {self._limit:.3g} x (1 + max|x|)")
         u = np.clip(w[L.u_idx[0]], ocp.u_min, ocp.u_max)
         self.u_last = u.copy()
-        if not success:  # a QP that failed: the next sample starts afresh from its measured state (as the C)
+        if not success and status != "budget":  # a QP that failed: afresh from the next measured state (as the C)
             self._guess, self._prepared, self._prepared_P, self._qp_warm = None, None, None, None
             self._cold = True
             return ControlStep(u=u, solve_time=feedback + prepare, success=False, status=status,
@@ -419,10 +426,10 @@ class RTIController:
             # no QP at the first iterate, or an iterate that overflowed: a failed sample (the last input held)
             return self._failed(0.0, feedback, "", result.iterations, result.message or "non-finite SQP iterate")
         self.u_last = u.copy()
-        assert self._guess is not None
+        assert self._guess is not None and self._stages is not None
         self.last_qp = self._guess
         self._guess = self.last_qp.shifted(L)
-        self._qp_warm = None
+        self._qp_warm = None if self._qp_warm is None else self._stages.shifted(self._qp_warm)  # (as the C's)
         prepare = self._prepare(t + self.dt, L.shift_parameters(P, self.dt, u))
         status = "converged" if result.success else (result.message or SQP_STATUS[result.status])
         return ControlStep(u=u, solve_time=feedback + prepare, success=result.success, status=status,
@@ -484,10 +491,12 @@ class RTIController:
         xb, ub = L.unpack_w(self._guess.w)
         res = self._stages.solve(self._stages.with_state(qp, x, u_prev), x_guess=self._stages.guess(xb, ub, u_prev),
                                  u_guess=ub, warm=self._qp_warm)
-        self._qp_warm = self._stages.shifted(res) if res.status == 0 else None
+        # optimal, or stopped at its iteration limit at an interior iterate the next sample goes on from (the C's
+        # budget): warm; anything else, cold
+        self._qp_warm = self._stages.shifted(res) if res.status in (0, 1) else None
         xs, us = res.x[:, :self.ocp.nx], res.u
         w = L.pack_w(xs, us, self._slacks(xs))
-        return w, None, None, res.status == 0, res.message, res.iterations
+        return w, None, None, res.status == 0, "budget" if res.status == 1 else res.message, res.iterations
 
     def solve(self, x0: npt.ArrayLike, *, max_iter: int = 50, x_ref: npt.ArrayLike | None = None,
               u_ref: npt.ArrayLike | None = None, p: npt.ArrayLike | None = None, t0: float = 0.0,
@@ -534,7 +543,9 @@ class RTIController:
                      lambda xs, us: builder.defects(xs, us, pp, t0), max_iter=max_iter)
         self._guess = QPPoint(L.pack_w(result.x, result.u, self._slacks(result.x)), None, None)
         self._prepared_P = None  # a new guess: the sample's QP is built again
-        self._qp_warm = None  # (its multipliers are not the last sample's: a cold QP start)
+        # the last QP's slacks and multipliers: the next QP's warm start (a line search that failed: cold; as C)
+        qp = last[0]
+        self._qp_warm = qp if qp is not None and qp.status == 0 and result.status in (0, 1) else None
         self._cold = False
         return result
 
