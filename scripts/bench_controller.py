@@ -13,9 +13,14 @@ Three tables, per model (every built-in one by default), every figure measured i
    for the cart-pole (77 us regulation, 437 us swing-up, median), not run here.
 2. Host, one integrator step with A and B (RK4; a DAE's with its z0): the
    exported C called from Python (`load_step`) against the CasADi Function call.
-3. Emulated Cortex-M4 (QEMU mps2-an386, -icount), float: model, N, flash,
-   RAM, instructions per RTI sample (median, max), estimated ms at 168 MHz
-   (instructions x 1.25 cycles), QP iterations (median, max).
+3. Emulated Cortex-M4 (QEMU mps2-an386), float: model, N, flash, RAM,
+   instructions and cycles per sample (median, and the worst after the
+   first: the first is a cold start), ms at 168 MHz from the cycles (the
+   Cortex-M4 cycle model of `shooting.codegen.cycles`: QEMU's executed
+   instructions costed with the TRM's timings, an STM32F4's flash with 5 wait
+   states), QP iterations (median, max), and what to budget: the worst case
+   the export's default budget and a real-time one (5 QP, 1 SQP iteration per
+   sample) give from each phase's measured cost.
 
 4. Cold solves (issue 16): SQP to convergence from the state held over the
    horizon (``NAME_mpc_reset(mem, x0)`` then ``NAME_mpc_solve``), the C
@@ -23,6 +28,14 @@ Three tables, per model (every built-in one by default), every figure measured i
    from the same guess: iterations, milliseconds, microseconds per iteration,
    the distance of the C's inputs to IPOPT's. Target: the cart-pole swing-up
    at N = 20 within 2 ms (acados' full SQP cold: 2.16 ms, quoted from the issue).
+8. Issue 23's targets (a controller with a deadline): the cart-pole swing-up
+   on the board (median, every sample after the first, also under process
+   noise 0.03 over 3 seeds x 1000 samples, with and without a budget), the
+   quadrotor at N = 30 (every sample within 1.2x its median) and N = 15 (2 ms),
+   process noise 0.3 (host, double) and 0.1 (board, float) on the soft
+   swing-up (no run of more than 5 failed samples, inputs finite and within
+   the bounds), a budget of 3 QP and 2 SQP iterations (still upright, no
+   sample over it), and the Python RTIController against IPOPT's warm MPC.
 5. The price of a nonlinear path constraint (issue 16): the cart-pole
    swing-up at N = 20 with and without a soft power limit |F v| <= P (two
    rows, nonlinear in x and u), time per RTI sample on the host and
@@ -52,8 +65,8 @@ import shooting
 from benchkit import NAME_WIDTH, Skip, add_models_option, model_rows, nominal_args, selected_models
 from chain_mass import chain_model, chain_ocp
 from shooting.codegen import export_controller, export_integrator, load_controller, load_step, qemu_mps2
+from shooting.controller.board import board_loop
 from shooting.controller.c_source import ControllerSpec, controller_spec, generate_controller
-from shooting.controller.check import CYCLES_PER_INSTRUCTION, M4_HZ, board_loop
 
 ACADOS_US = {"regulation": 77.0, "swing-up": 437.0}
 
@@ -167,18 +180,31 @@ def step_table(models: list[shooting.Model], work: Path, repeats: int) -> None:
 
 def board_check(ocp: shooting.MultipleShootingOCP, folder: Path, steps: int) -> dict[str, float]:
     """The controller exported in float for the Cortex-M4 and checked there (its closed loop against the double
-    Python RTI): flash, RAM, instructions and ms at 168 MHz per sample (median, max), QP iterations (median,
-    max), the first inputs' error and its allowance, and whether the check passed."""
+    Python RTI): flash, RAM, instructions and cycles per sample (median, worst after the first), ms at the cycle
+    model's clock, QP iterations (median, max), the first inputs' error and its allowance, whether the check
+    passed, and the worst case of the default budget and of a real-time one (`REAL_TIME_BUDGET`)."""
     report = export_controller(ocp, folder, real="float", target="cortex-m4", check=True, check_steps=steps,
                                force=True)
     board = report.manifest.get("check_cortex_m4", {})
-    med, mx = board.get("instructions_per_sample_median", np.nan), board.get("instructions_per_sample_max", np.nan)
-    to_ms = CYCLES_PER_INSTRUCTION / M4_HZ * 1e3
-    return {"flash": float(report.flash or np.nan), "ram": float(report.ram or np.nan), "instr_med": med,
-            "instr_max": mx, "ms": med * to_ms, "ms_max": mx * to_ms,
-            "qp_med": board.get("qp_iterations_median", np.nan), "qp_max": board.get("qp_iterations_max", -1),
-            "error": board.get("input_error", np.nan), "allowed": board.get("input_tolerance", np.nan),
-            "ok": float(report.ok)}
+    get = board.get
+    worst = get("worst_case", {}).get("ms", np.nan)
+    phases = {k: (v["instructions"], v["cycles"]) for k, v in get("phases", {}).items()}
+    rt = np.nan
+    if phases:
+        from shooting.controller.loop_run import LoopRun
+        run = LoopRun("cortex-m4", np.zeros((1, 1)), np.zeros((0, 1)), [], np.zeros(0, int), phases=phases,
+                      cycle_model=get("cycle_model", {}))
+        rt = float(run.worst_case(*REAL_TIME_BUDGET)["ms"])  # type: ignore[arg-type]
+    return {"flash": float(report.flash or np.nan), "ram": float(report.ram or np.nan),
+            "instr_med": get("instructions_per_sample_median", np.nan),
+            "instr_max": get("instructions_per_sample_max_after_start", np.nan),
+            "cyc_med": get("cycles_per_sample_median", np.nan), "cyc_max": get("cycles_per_sample_max_after_start",
+                                                                             np.nan),
+            "ms": get("ms_median", np.nan), "ms_max": get("ms_max_after_start", np.nan),
+            "ms_first": get("ms_max", np.nan),
+            "qp_med": get("qp_iterations_median", np.nan), "qp_max": get("qp_iterations_max", -1),
+            "error": get("input_error", np.nan), "allowed": get("input_tolerance", np.nan),
+            "ok": float(report.ok), "worst_default": worst, "worst_rt": rt}
 
 
 def board_row(model: shooting.Model, horizon: int, steps: int) -> None:
@@ -186,9 +212,15 @@ def board_row(model: shooting.Model, horizon: int, steps: int) -> None:
     ocp, _ = controller_ocp(model, horizon)
     with tempfile.TemporaryDirectory() as tmp:
         r = board_check(ocp, Path(tmp) / "m4", steps)
-    print(f"{model.name:<{NAME_WIDTH}}{ocp.horizon:>3} {r['flash']:>8.0f} {r['ram']:>7.0f} {r['instr_med']:>10.0f} "
-          f"{r['instr_max']:>10.0f} {r['ms']:>7.3f} {r['ms_max']:>7.3f} {r['qp_med']:>9.0f} {r['qp_max']:>9.0f} "
+    print(f"{model.name:<{NAME_WIDTH}}{ocp.horizon:>3} {r['flash']:>8.0f} {r['ram']:>7.0f} {r['instr_med']:>9.0f} "
+          f"{r['cyc_med']:>9.0f} {r['cyc_max']:>9.0f} {r['ms']:>7.3f} {r['ms_max']:>7.3f} {r['ms_first']:>8.2f} "
+          f"{r['qp_med']:>5.0f} {r['qp_max']:>5.0f} {r['worst_rt']:>8.2f} {r['worst_default']:>9.0f} "
           f"{r['error']:>9.1e} {r['allowed']:>9.1e}", flush=True)
+
+
+#: A real-time budget for table 3's worst case: 5 QP iterations (the shortcut's corrections, or the interior
+#: point's) and 1 SQP iteration per sample (a cold start goes on over the next samples).
+REAL_TIME_BUDGET = (5, 1)
 
 
 def board_table(models: list[shooting.Model], horizon: int, steps: int) -> None:
@@ -196,12 +228,14 @@ def board_table(models: list[shooting.Model], horizon: int, steps: int) -> None:
         print("3. Cortex-M4: skipped (needs arm-none-eabi-gcc, newlib and qemu-system-arm)")
         return
     per_model_table(
-        f"3. Emulated Cortex-M4 (QEMU mps2-an386, -icount), float, {steps} closed-loop samples; "
-        f"ms = instructions x {CYCLES_PER_INSTRUCTION} / {M4_HZ / 1e6:.0f} MHz; the first inputs' error against "
-        f"the double Python RTI on their bound ranges, and the check's allowance (precision x conditioning)",
-        f"{'N':>3} {'flash B':>8} {'RAM B':>7} {'instr med':>10} {'instr max':>10} {'ms med':>7} {'ms max':>7} "
-        f"{'QP it med':>9} {'QP it max':>9} {'u error':>9} {'allowed':>9}", models,
-        lambda model: board_row(model, horizon, steps))
+        f"3. Emulated Cortex-M4 (QEMU mps2-an386), float, {steps} closed-loop samples; cycles by the Cortex-M4 "
+        f"cycle model (the TRM's timings, an STM32F4 at 168 MHz with 5 flash wait states), max: the worst after "
+        f"the first (the first, a cold start: 'first ms'); what to budget: the worst case of a real-time budget "
+        f"({REAL_TIME_BUDGET[0]} QP, {REAL_TIME_BUDGET[1]} SQP iteration) and of the default (50, 100), from each "
+        f"phase's measured cost; the first inputs' error against the double Python RTI, and its allowance",
+        f"{'N':>3} {'flash B':>8} {'RAM B':>7} {'instr med':>9} {'cyc med':>9} {'cyc max':>9} {'ms med':>7} "
+        f"{'ms max':>7} {'first ms':>8} {'QP md':>5} {'QP mx':>5} {'bound ms':>8} {'default ms':>9} "
+        f"{'u error':>9} {'allowed':>9}", models, lambda model: board_row(model, horizon, steps))
 
 
 #: The power limit of table 5 [W]: active during the swing-up's pushes.
@@ -262,15 +296,15 @@ def host_loop_us(ocp: shooting.MultipleShootingOCP, folder: Path, steps: int,
     return traj, float(np.median(traj.solve_time[1:])) * 1e6
 
 
-def board_instructions(ocp: shooting.MultipleShootingOCP, steps: int) -> float:
-    """Median instructions per RTI sample of the float C on the emulated board (the cold first sample left out),
-    NaN without the board's tools."""
+def board_instructions(ocp: shooting.MultipleShootingOCP, steps: int) -> tuple[float, float]:
+    """Median instructions and cycles per RTI sample of the float C on the emulated board (the cold first sample
+    left out), NaN without the board's tools."""
     if not have_board():
-        return np.nan
+        return np.nan, np.nan
     spec = controller_spec(ocp)
     run = board_loop(generate_controller(spec, ocp.model.name, real="float"), spec, ocp.model.x0, steps)
-    assert run.sample_instructions is not None
-    return float(np.median(run.sample_instructions[1:]))
+    assert run.sample_instructions is not None and run.sample_cycles is not None
+    return float(np.median(run.sample_instructions[1:])), float(np.median(run.sample_cycles[1:]))
 
 
 def constraint_table(horizon: int, steps: int, board_steps: int, work: Path) -> None:
@@ -279,14 +313,14 @@ def constraint_table(horizon: int, steps: int, board_steps: int, work: Path) -> 
     print(f"5. The cart-pole swing-up, N = {horizon}, with and without a soft power limit |F v| <= "
           f"{POWER_LIMIT:g} W: RTI per sample, host (C double, {steps} samples) and Cortex-M4 (float, "
           f"{board_steps} samples)")
-    print(f"{'problem':<28} {'host us med':>11} {'ratio':>6} {'M4 instr med':>12} {'ratio':>6} {'|Fv| max':>9}")
+    print(f"{'problem':<28} {'host us med':>11} {'ratio':>6} {'M4 cyc med':>12} {'ratio':>6} {'|Fv| max':>9}")
     base = shooting.default_scenario(model).problem.with_changes(horizon=horizon, soft_x_bounds=True)
     rows = []
     for label, problem in (("bounds only", base), ("with the power limit", base.with_changes(
             path_constraints=_power, soft_path_constraints=True))):
         ocp = shooting.MultipleShootingOCP.from_problem(model, problem)
         traj, host = host_loop_us(ocp, work / f"power_{len(rows)}", steps)
-        instr = board_instructions(ocp, board_steps)
+        instr = board_instructions(ocp, board_steps)[1]
         power = float(np.max(np.abs(traj.u[:, 0] * traj.x[:-1, 2])))
         rows.append((label, host, instr, power))
     for label, host, instr, power in rows:
@@ -305,6 +339,7 @@ def growth_table(horizons: tuple[int, ...], steps: int, board_steps: int, work: 
           f"N = {horizons[1]}, host C double ({steps} samples) and M4 float ({board_steps} samples) per RTI sample")
     print(f"{'N':>4} {'flash B':>8} {'RAM B':>8} {'RAM ratio':>9} {'host us med':>11} {'M4 instr med':>12} "
           f"{'M4 ms med':>9}")
+    hz = 168e6
     rows = []
     for horizon in horizons:
         ocp, _ = controller_ocp(model, horizon)
@@ -312,12 +347,12 @@ def growth_table(horizons: tuple[int, ...], steps: int, board_steps: int, work: 
         report = export_controller(ocp, folder / "m4", real="float", target="cortex-m4" if board else "host",
                                    force=True)
         _, host = host_loop_us(ocp, folder / "host", steps)
-        instr = board_instructions(ocp, board_steps)
-        rows.append((horizon, report.flash, report.ram, host, instr))
-    for horizon, flash, ram, host, instr in rows:
+        instr, cyc = board_instructions(ocp, board_steps)
+        rows.append((horizon, report.flash, report.ram, host, instr, cyc))
+    for horizon, flash, ram, host, instr, cyc in rows:
         flash, ram = (flash, ram) if board else (np.nan, np.nan)
         print(f"{horizon:>4} {flash:>8} {ram:>8} {ram / (rows[1][2] if board else np.nan):>9.2f} "
-              f"{host:>11.1f} {instr:>12.0f} {instr * CYCLES_PER_INSTRUCTION / M4_HZ * 1e3:>9.3f}", flush=True)
+              f"{host:>11.1f} {instr:>12.0f} {cyc / hz * 1e3:>9.3f}", flush=True)
     if board and len(rows) == 4:  # the full run: N = 20, 50, 100, 200
         ratio, ram_200 = rows[3][2] / rows[1][2], rows[3][2]
         passed = verdict(ratio <= 4.5 and ram_200 <= 64 * 1024)
@@ -344,6 +379,7 @@ def targets_table(steps: int, host_steps: int, work: Path) -> None:
           f"double Python RTI (error on each input's bound range); ms at 168 MHz")
     print(f"{'problem':<22} {'N':>3} {'flash B':>8} {'RAM B':>8} {'instr med':>10} {'instr max':>10} "
           f"{'ms med':>7} {'ms max':>7} {'QP med':>6} {'QP max':>6} {'u error':>9} {'allowed':>9} {'check':>5}")
+    print("(max: the worst sample after the first; ms from the cycle model)")
     cp_model, quad_model = (shooting.load_model(name) for name in ("cartpole", "quadrotor"))
     chain = chain_model(5)
     cp = target_row("cartpole swing-up", controller_ocp(cp_model, 20)[0], steps, work)
@@ -367,10 +403,116 @@ def targets_table(steps: int, host_steps: int, work: Path) -> None:
     print()
 
 
+def longest_failed_run(status: list[str]) -> int:
+    """The longest run of consecutive failed samples (neither ok nor stopped by the budget)."""
+    run = best = 0
+    for s in status:
+        run = run + 1 if s not in ("ok", "optimal", "converged", "budget") else 0
+        best = max(best, run)
+    return best
+
+
+def deadline_board(ocp: shooting.MultipleShootingOCP, x0: np.ndarray, steps: int, noise: float, seeds: int,
+                   budget: tuple[int, int]) -> dict[str, float]:
+    """The float C in closed loop on the board: ms per sample (median, worst after the first) over `seeds` runs
+    with process noise, the longest failed run, finite inputs within the bounds, the largest QP iterations of a
+    sample, the final state's distance to the reference (the last run)."""
+    spec = controller_spec(ocp)
+    export = generate_controller(spec, ocp.model.name, real="float")
+    cyc, worst, runs, ok_inputs, qp = [], 0.0, 0, True, 0
+    run = None
+    for seed in range(seeds):
+        run = board_loop(export, spec, x0, steps, noise, seed=seed, budget=budget)
+        assert run.sample_cycles is not None
+        cyc += list(run.sample_cycles[1:])
+        worst = max(worst, float(run.sample_cycles[1:].max()))
+        runs = max(runs, longest_failed_run(run.status))
+        ok_inputs &= bool(np.isfinite(run.u).all() and np.all(run.u >= ocp.u_min - 1e-6)
+                          and np.all(run.u <= ocp.u_max + 1e-6))
+        qp = max(qp, int(run.qp_iterations[1:].max()))
+    assert run is not None
+    hz = float(run.cycle_model.get("clock_hz", 168e6))  # type: ignore[arg-type]
+    return {"ms": float(np.median(cyc)) / hz * 1e3, "ms_max": worst / hz * 1e3, "runs": runs,
+            "inputs": float(ok_inputs), "qp": qp, "final": float(np.abs(run.x[-1] - ocp.x_ref[-1]).max())}
+
+
+def deadline_table(work: Path, long: int, seeds: int) -> None:
+    """Table 8: issue 23's targets (a controller with a deadline)."""
+    if not have_board():
+        print("8. Deadline targets on the Cortex-M4: skipped (needs arm-none-eabi-gcc, newlib and qemu-system-arm)")
+        return
+    cp = shooting.load_model("cartpole")
+    ocp = controller_ocp(cp, 20)[0]
+    print(f"8. A controller with a deadline: float on the emulated Cortex-M4 (ms from the cycle model at 168 MHz), "
+          f"the cart-pole swing-up N = 20 with soft bounds; noise: {seeds} seeds x {long} samples")
+    print(f"{'run':<44} {'ms med':>7} {'ms max':>7} {'QP max':>6} {'failed run':>10} {'inputs':>6} {'final':>8}")
+    rows = {}
+    for label, steps, noise, n, budget in (("no noise", 100, 0.0, 1, (0, 0)),
+                                           ("noise 0.03", long, 0.03, seeds, (0, 0)),
+                                           ("noise 0.03, budget 4 QP / 1 SQP", long, 0.03, seeds, (4, 1)),
+                                           ("noise 0.1", long, 0.1, seeds, (0, 0)),
+                                           ("budget 3 QP / 2 SQP", 100, 0.0, 1, (3, 2))):
+        r = deadline_board(ocp, cp.x0, steps, noise, n, budget)
+        rows[label] = r
+        print(f"{label:<44} {r['ms']:>7.3f} {r['ms_max']:>7.3f} {r['qp']:>6} {r['runs']:>10} "
+              f"{'ok' if r['inputs'] else 'BAD':>6} {r['final']:>8.3f}", flush=True)
+    quad = shooting.load_model("quadrotor")
+    q30 = target_row("quadrotor (default N)", controller_ocp(quad, 30)[0], 40, work)
+    q15 = target_row("quadrotor N = 15", controller_ocp(quad, 15)[0], 40, work)
+    base, noisy, budgeted = rows["no noise"], rows["noise 0.03"], rows["noise 0.03, budget 4 QP / 1 SQP"]
+    print(f"target: cart-pole median <= 0.5 ms: {verdict(base['ms'] <= 0.5)} ({base['ms']:.3f} ms); every sample "
+          f"after the first <= 1.0 ms: {verdict(base['ms_max'] <= 1.0)} ({base['ms_max']:.3f} ms), with noise "
+          f"0.03 {verdict(noisy['ms_max'] <= 1.0)} ({noisy['ms_max']:.3f} ms), with noise 0.03 and a budget of 4 "
+          f"QP iterations {verdict(budgeted['ms_max'] <= 1.0)} ({budgeted['ms_max']:.3f} ms)")
+    print(f"target: quadrotor N = 30 every sample after the first within 1.2x its median: "
+          f"{verdict(q30['cyc_max'] <= 1.2 * q30['cyc_med'])} ({q30['cyc_max'] / q30['cyc_med']:.2f}x); N = 15 worst "
+          f"<= 2 ms: {verdict(q15['ms_max'] <= 2.0)} ({q15['ms_max']:.2f} ms, {q15['ms_max'] / 2.0:.1f}x the target)")
+    b = rows["budget 3 QP / 2 SQP"]
+    print(f"target: budget 3 QP / 2 SQP: upright at the end and no sample over it: "
+          f"{verdict(b['final'] < 0.05 and b['qp'] <= 6)} (final |x - x_ref| {b['final']:.3f}, {b['qp']} QP "
+          f"iterations at most)")
+    noise_targets(ocp, rows["noise 0.1"], long, seeds, work)
+    print()
+
+
+def noise_targets(ocp: shooting.MultipleShootingOCP, board: dict[str, float], long: int, seeds: int,
+                  work: Path) -> None:
+    """Noise 0.3 on the host (C double, and the Python RTI), 0.1 on the board; the Python RTI's speed."""
+    folder = work / "deadline_host"
+    assert export_controller(ocp, folder, force=True).ok
+    ctl = load_controller(folder)
+    host_runs = python_runs = 0
+    inputs = True
+    for seed in range(seeds):
+        for controller in (ctl, shooting.RTIController(ocp)):
+            traj = shooting.simulate_closed_loop(controller, ocp.model.x0, long, noise_std=0.3, seed=seed,
+                                                 progress=False)
+            inputs &= bool(np.isfinite(traj.u).all() and np.all(np.abs(traj.u) <= 80.0))
+            if controller is ctl:
+                host_runs = max(host_runs, longest_failed_run(list(traj.status)))
+            else:
+                python_runs = max(python_runs, longest_failed_run(list(traj.status)))
+    print(f"target: noise 0.3 (host, double) and 0.1 (board, float), no run of more than 5 failed samples, inputs "
+          f"finite and within the bounds: {verdict(max(host_runs, python_runs, board['runs']) <= 5 and inputs)} "
+          f"(C host {host_runs}, Python RTI {python_runs}, board {board['runs']})")
+    x0 = ocp.model.x0
+    times = {}
+    for label, controller in (("rti", shooting.RTIController(ocp)), ("ipopt", shooting.MPCController(ocp)),
+                              ("c", load_controller(folder))):
+        traj = shooting.simulate_closed_loop(controller, x0, 100, progress=False)
+        times[label] = (float(np.median(traj.solve_time[1:])), traj.u)
+    gap = float(np.abs(times["rti"][1] - times["c"][1]).max() / 80.0)
+    ratio = times["rti"][0] / times["ipopt"][0]
+    print(f"target: the Python RTIController at most 0.1x IPOPT's warm MPC per sample and equal to the C to 1e-10: "
+          f"{verdict(ratio <= 0.1 and gap <= 1e-10)} ({ratio:.3f}x: {times['rti'][0] * 1e6:.0f} us against "
+          f"{times['ipopt'][0] * 1e6:.0f} us; {gap:.1e} of the input range)")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer samples (for the tests)")
     parser.add_argument("--targets-only", action="store_true", help="only table 7 (issue 15's targets)")
+    parser.add_argument("--deadline-only", action="store_true", help="only table 8 (issue 23's targets)")
     add_models_option(parser)
     args = parser.parse_args(argv)
     models = selected_models(parser, args)
@@ -379,6 +521,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench_controller_") as tmp:
         if args.targets_only:
             targets_table(40, 100, Path(tmp))
+            return 0
+        if args.deadline_only:
+            deadline_table(Path(tmp), 100 if args.quick else 1000, 1 if args.quick else 3)
             return 0
         host_table(models, horizon, 10 if args.quick else 100, Path(tmp))
         step_table(models, Path(tmp), 200 if args.quick else 5000)
@@ -390,6 +535,7 @@ def main(argv: list[str] | None = None) -> int:
                          3 if args.quick else 10, Path(tmp))
             if not args.quick and any(m.name == "quadrotor" for m in models):
                 targets_table(40, 100, Path(tmp))
+                deadline_table(Path(tmp), 1000, 3)
     return 0
 
 

@@ -154,9 +154,15 @@ class _Runs(ExportRuns):
             line += (f", first prediction within {report.worst['u_pred']:.1e} of the converged SQP (allowed "
                      f"{report.allowed['u_pred']:.1e})")
         line += (f", QP iterations median {summary['qp_iterations_median']:g} max {summary['qp_iterations_max']}")
-        if "instructions_per_sample_median" in summary:
-            line += (f", {summary['instructions_per_sample_median']:.0f} instructions per sample (median; max "
-                     f"{summary['instructions_per_sample_max']:.0f} = {summary['ms_at_168MHz_max']:.2f} ms at 168 MHz)")
+        if "cycles_per_sample_median" in summary:
+            worst = run.worst_case(self.spec.max_qp_iterations, self.spec.max_sqp_iterations)
+            self.measured[key]["worst_case"] = worst
+            line += (f", per sample {summary['cycles_per_sample_median']:.0f} cycles = {summary['ms_median']:.3f} ms "
+                     f"median, {summary['cycles_per_sample_max_after_start']:.0f} = "
+                     f"{summary['ms_max_after_start']:.3f} ms worst after the first ({summary['ms_max']:.2f} ms the "
+                     f"first, a cold start; {summary['instructions_per_sample_median']:.0f} instructions median), "
+                     f"at most {float(worst['ms']):.2f} ms within the budget "  # type: ignore[arg-type]
+                     f"({self.spec.max_qp_iterations} QP, {self.spec.max_sqp_iterations} SQP iterations)")
         if "feedback_us_median" in summary:
             line += (f", feedback {summary['feedback_us_median']:.1f} us + preparation "
                      f"{summary['prepare_us_median']:.1f} us (median)")
