@@ -209,3 +209,77 @@ def test_set_reference_keeps_the_preparation(exported: Path, tmp_path: Path) -> 
     assert out[0] == "0"  # (both ok)
     assert abs(float(out[1]) - float(out[2])) <= 1e-12 * (1 + abs(float(out[2])))
     assert abs(float(out[1]) - float(out[3])) > 1.0  # (the new reference matters: the old one's input is far)
+
+
+_BOARD_DEADLINE = """
+#include <stdio.h>
+{systick}
+static unsigned int sample_start;
+static unsigned int elapsed(void) {{ return ((sample_start - systick_now()) & 0xFFFFFFu) * {per_tick}u; }}
+#define CP_MPC_DEADLINE_EXPIRED(mem) ((void)(mem), elapsed() > {limit}u)
+#include "cp_mpc.c"
+#include "shooting_plant.h"
+int main(void) {{
+  static cp_mpc_mem mem;
+  double x[4] = {{0.0, 3.141592653589793, 0.0, 0.0}}, xn[4], ud[1], p[1] = {{0}};
+  cp_real xr[4], u[1];
+  int k, i, st;
+  systick_start();
+  cp_mpc_init(&mem);
+  cp_mpc_prepare(&mem);
+  cp_mpc_set_budget(&mem, {budget_qp}, {budget_sqp});
+  for (k = 0; k < {steps}; ++k) {{
+    for (i = 0; i < 4; ++i) xr[i] = (cp_real)x[i];
+    sample_start = systick_now();
+    st = cp_mpc_feedback(&mem, xr, u);
+    printf("k %d %d %d %u %.9g\\n", k, st, mem.qp_iterations_sample, elapsed(), (double)u[0]);
+    cp_mpc_shift(&mem);
+    cp_mpc_prepare(&mem);
+    ud[0] = (double)u[0];
+    if (shooting_plant_step(x, ud, p, 0.05 * k, 0.05, xn, 0, 0)) return 4;
+    for (i = 0; i < 4; ++i) x[i] = xn[i];
+  }}
+  printf("x %.9g %.9g\\n", x[0], x[1]);
+  return 0;
+}}
+"""
+
+
+@needs_m4
+@pytest.mark.parametrize("budget, limit", [((3, 2), 10**9), ((50, 100), 150_000)])
+def test_budget_and_deadline_on_the_board(soft_swingup: shooting.MultipleShootingOCP, tmp_path: Path,
+                                          budget: tuple[int, int], limit: int) -> None:
+    """The float controller on the emulated Cortex-M4 with a budget of 3 QP and 2 SQP iterations, or with a
+    deadline of 150k instructions (read from SysTick under -icount, as a user reads a cycle counter): every sample
+    within the budget (QP iterations counted by the C), every sample's feedback within the deadline plus one
+    interior-point iteration (the hook is asked between iterations), the first (cold) sample stopped, the inputs
+    finite and within the bounds, and the swing-up upright at the end."""
+    from shooting.codegen.c_files import generate_c
+
+    out = tmp_path / "c"
+    assert export_controller(soft_swingup, out, real="float", name="cp").ok
+    plant = shooting.build_integrator(soft_swingup.model, "dopri5", 20, "none", name="shooting_plant")
+    for fname, text in generate_c(plant, "shooting_plant", real="double").files.items():
+        if fname.endswith((".c", ".h")):
+            (tmp_path / fname).write_text(text)
+    (tmp_path / "main.c").write_text(_BOARD_DEADLINE.format(
+        systick=qemu_mps2.SYSTICK_C, per_tick=qemu_mps2.INSTRUCTIONS_PER_SYSTICK, limit=limit,
+        budget_qp=budget[0], budget_sqp=budget[1], steps=80))
+    run = qemu_mps2.run_on_cortex_m4([tmp_path / "main.c", tmp_path / "shooting_plant.c"],
+                                     include_dirs=(out, tmp_path), qemu_args=qemu_mps2.ICOUNT_ARGS, timeout=600)
+    assert run.exit_code == 0, run.stdout[-500:] + run.stderr[-500:]
+    rows = [line.split() for line in run.stdout.splitlines() if line.startswith("k ")]
+    status = [int(r[2]) for r in rows]
+    qp = [int(r[3]) for r in rows]
+    spent = [int(r[4]) for r in rows]
+    u = np.array([float(r[5]) for r in rows])
+    assert status[0] == 10  # the cold start: stopped, goes on over the next samples
+    assert set(status) <= {0, 10} and np.isfinite(u).all() and np.all(np.abs(u) <= 80.0)
+    assert status.count(10) < len(status) or limit < 10**9  # (with the budget alone the samples are whole again)
+    assert max(qp) <= budget[0] * budget[1]
+    if limit < 10**9:  # one interior-point iteration past the deadline at most (measured ~160k instructions)
+        assert max(spent) <= limit + 250_000, max(spent)
+    final = [float(v) for v in run.stdout.split("x ")[-1].split()]
+    # upright and centred: under the deadline every QP stops after an interior-point iteration or so (one costs
+    # about as much as the deadline), and the inexact steps still swing the pendulum up (statuses: budget)
+    assert abs(final[1]) < 0.05 and abs(final[0]) < 0.1, final
