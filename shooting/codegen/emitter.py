@@ -281,6 +281,16 @@ class CEmitter:
                 body.append(f"  w{outs[0]} = {self.format_op(_UNARY[op], f'w{ins[0]}')};")
             else:
                 raise EmitError(f"cannot export operation {_OPS.get(op, op)} in {F.name()}: no C translation")
+        lines = self._sx_prologue(F, cname, body, ins_used, outs_used,
+                                  list(reciprocal.values()) + [v for sc in trig.values() for v in sc])
+        lines += body + ["  return 0;", "}", ""]
+        self.call_graph[cname] = sorted(set(callees))
+        return "\n".join(lines)
+
+    def _sx_prologue(self, F: ca.Function, cname: str, body: list[str], ins_used: set[int], outs_used: set[int],
+                     extra: list[str]) -> list[str]:
+        """An SX body's signature and declarations: work scalars, `extra` scalars, NULL-resolved arguments."""
+        R = self.real
         lines = [f"/* {F.name()}: {_signature(F)} */"]
         max_in = max([F.nnz_in(i) for i in ins_used], default=0)
         max_out = max([F.nnz_out(i) for i in outs_used], default=0)
@@ -289,7 +299,7 @@ class CEmitter:
             lines.append(f"static const {R} {zeros}[{max(1, max_in)}] = {{0}};")
         lines.append(f"static int {cname}(const {R}** arg, {R}** res) {{")
         used = sorted({int(i) for line in body for i in re.findall(r"\bw(\d+)\b", line)})
-        names = [f"w{i}" for i in used] + list(reciprocal.values()) + [v for sc in trig.values() for v in sc]
+        names = [f"w{i}" for i in used] + extra
         for i in range(0, len(names), 16):
             lines.append(f"  {R} {', '.join(names[i:i + 16])};")
         for i in sorted(ins_used):
@@ -302,9 +312,7 @@ class CEmitter:
             lines.append("  (void)arg;")
         if not outs_used:
             lines.append("  (void)res;")
-        lines += body + ["  return 0;", "}", ""]
-        self.call_graph[cname] = sorted(set(callees))
-        return "\n".join(lines)
+        return lines
 
     def _sx_call(self, G: ca.Function, gname: str, ins: list[int], outs: list[int]) -> list[str]:
         """A call of `G` from an SX body: its input nonzeros gathered from work scalars, outputs scattered back."""
