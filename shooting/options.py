@@ -31,8 +31,9 @@ __all__ = [
     "Target",
 ]
 
-#: How `build_integrator` computes A = dx_next/dx and B = dx_next/du.
-Sensitivities = Literal["forward", "ad", "variational", "none"]
+#: How `build_integrator` computes A = dx_next/dx and B = dx_next/du ("forward", "ad", "variational"), or
+#: lam' A and lam' B ("adjoint"), or A, B and the Hessian of lam' x_next ("second-order"); "none": x_next only.
+Sensitivities = Literal["forward", "ad", "variational", "none", "adjoint", "second-order"]
 SENSITIVITIES: tuple[Sensitivities, ...] = get_args(Sensitivities)
 
 #: Newton's method on the stage equations of implicit tableaus.

@@ -142,6 +142,10 @@ class DAESubstepBuilder(RhsSizes):
         K, Z, _ = self._explicit(x, None, u, p, t, h, z) if self.explicit else self._implicit(x, None, u, p, t, h, z)
         return K, Z
 
+    def z_at_end(self, x1: ca.SX, Z: list[ca.SX], u: ca.SX, p: ca.SX, t: ca.SX, h: ca.SX) -> ca.SX:
+        """The algebraic state consistent with the substep's end state `x1` (module docstring), shape (nz, 1)."""
+        return Z[-1] if self.stiffly_accurate else self.solve_z(x1, Z[-1], u, p, t + h)
+
     # ----------------------------------------------------------------- step
     def step(self, x: ca.SX, S: Any, u: ca.SX, p: ca.SX, t: ca.SX, h: ca.SX,
              z: ca.SX) -> DAEStep:
@@ -173,7 +177,7 @@ class DAESubstepBuilder(RhsSizes):
             K, Z, dK = self._implicit(x, S, u, p, t, h, z)
         x1 = combine(x, h, self.b, K)
         S1 = None if dK is None else combine(S, h, self.b, dK)
-        z1 = Z[-1] if self.stiffly_accurate else self.solve_z(x1, Z[-1], u, p, t + h)
+        z1 = self.z_at_end(x1, Z, u, p, t, h)
         err = None if self.b_hat is None else combine(ca.SX.zeros(self.nx), h, self.b - self.b_hat, K)
         return x1, S1, err, z1
 

@@ -34,6 +34,7 @@ import casadi as ca
 import numpy as np
 
 from shooting import _validate
+from shooting.integrate.adjoint import ADJOINT_MODES, AdjointStep
 from shooting.integrate.dae import DAESubstepBuilder
 from shooting.integrate.substep import SubstepBuilder
 from shooting.model import Model
@@ -258,17 +259,23 @@ def build_integrator(
     else:
         name = _validate.identifier(name, "name")
 
+    # (the adjoint modes are built on the plain step: its stages, without forward sensitivities)
+    mode: Sensitivities = "none" if sensitivities in ADJOINT_MODES else sensitivities
     if model.is_dae:
         _check_dae_options(model, sensitivities, newton)
         assert model.g is not None
         builder: Builder = DAESubstepBuilder(
             f=model.f, g=model.g, A=np.asarray(tab.A, dtype=float), b=np.asarray(tab.b, dtype=float),
             c=np.asarray(tab.c, dtype=float), b_hat=None if tab.b_hat is None else np.asarray(tab.b_hat, dtype=float),
-            explicit=bool(tab.explicit), mode=sensitivities, newton_iterations=newton_iterations,
+            explicit=bool(tab.explicit), mode=mode, newton_iterations=newton_iterations,
         )
     else:
-        builder = _ode_builder(model, tab, sensitivities, newton_iterations, newton)
-    F = _unrolled(builder, steps, name) if unroll else _doubled(builder, steps, name, block)
+        builder = _ode_builder(model, tab, mode, newton_iterations, newton)
+    if sensitivities in ADJOINT_MODES:
+        adjoint = AdjointStep(builder, second_order=sensitivities == "second-order")
+        F = adjoint.unrolled(steps, name) if unroll else adjoint.doubled(steps, name, block)
+    else:
+        F = _unrolled(builder, steps, name) if unroll else _doubled(builder, steps, name, block)
     assert not F.has_free(), "integrator Function has free symbols"
     dae_newton = model.is_dae
     _BUILT[F] = StepInfo(model, tab, steps, sensitivities, None if tab.explicit and not dae_newton else newton,

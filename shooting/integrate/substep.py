@@ -113,6 +113,14 @@ class SubstepBuilder(RhsSizes):
         )
         return K
 
+    def stage_values(self, x: ca.SX, u: ca.SX, p: ca.SX, t: ca.SX, h: ca.SX,
+                     z: ca.SX | None = None) -> tuple[list[ca.SX], list[ca.SX]]:
+        """The converged stage slopes K_i (each (nx, 1)), and no algebraic stage values (an ODE; `z` unused).
+
+        The same interface as `shooting.integrate.dae.DAESubstepBuilder.stage_values`.
+        """
+        return self._slopes(x, u, p, t, h), []
+
     def _error(self, h: ca.SX, K: list[ca.SX]) -> ca.SX | None:
         if self.b_hat is None:
             return None
