@@ -283,7 +283,8 @@ class AdjointStep:
         x0, u, p, t0, dt, lam = ins
         h = dt / steps
         # forward through the binary digits of N, keeping each segment's start
-        state = {"x": x0, "S": ca.MX(self._seed()) if self.second_order else None, "z": z0 if self.nz else None}
+        seed = self._seed()
+        state = {"x": x0, "S": None if seed is None else ca.MX(seed), "z": z0 if self.nz else None}
         segments, offset = [], 0
         for k in reversed(range(steps.bit_length())):
             if not (steps >> k) & 1:
