@@ -31,7 +31,7 @@ import numpy as np
 
 from shooting import _validate
 from shooting.codegen import qemu_mps2, toolchain
-from shooting.codegen.c_files import DAE_STEP_INPUTS, STEP_INPUTS, CExport
+from shooting.codegen.c_files import STEP_INPUTS, CExport
 from shooting.codegen.rounding import UNIT_ROUNDOFF, rounding_spread
 from shooting.model import Model
 
@@ -116,7 +116,7 @@ def make_vectors(F: ca.Function, model: Model | None = None, *, n: int = 8, dt: 
         For a step Function (inputs x, u, p, t0, dt): states are drawn around
         ``model.x0`` (scale 0.3), inputs uniformly inside the finite bounds
         (else around ``model.u0``), ``p = model.p0``, start times from
-        {0, 0.7, 2.3, ...} and ``dt`` (default ``model.dt``).
+        {0, 0.7, 2.3, ...} and ``dt`` (default ``model.dt``); an adjoint step's ``lam`` standard normal.
     n : int
     seed : int
 
@@ -128,12 +128,16 @@ def make_vectors(F: ca.Function, model: Model | None = None, *, n: int = 8, dt: 
     vectors = []
     times = [0.0, 0.7, 2.3, 5.1]
     for k in range(n):
-        if model is not None and F.name_in() in (STEP_INPUTS, DAE_STEP_INPUTS):
+        names = F.name_in()
+        if model is not None and names[:len(STEP_INPUTS)] == STEP_INPUTS and set(names[len(STEP_INPUTS):]) <= {"lam",
+                                                                                                          "z0"}:
             lo = np.where(np.isfinite(model.u_min), model.u_min, model.u0 - 1.0)
             hi = np.where(np.isfinite(model.u_max), model.u_max, model.u0 + 1.0)
             vec = [model.x0 + 0.3 * rng.normal(size=model.nx), rng.uniform(lo, hi), model.p0.copy(),
                    np.array([times[k % len(times)]]), np.array([dt or model.dt or 0.1])]
-            if F.name_in() == DAE_STEP_INPUTS:
+            if "lam" in names:  # (an adjoint step's: a random direction, of the scale of the state)
+                vec.append(rng.normal(size=model.nx))
+            if "z0" in names:
                 vec.append(model.z0.copy())
         else:
             vec = [rng.normal(size=F.nnz_in(i)) for i in range(F.n_in())]

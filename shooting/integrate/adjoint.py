@@ -226,7 +226,9 @@ class AdjointStep:
         dgrad = sum((ca.mtimes(r.J[i].T, dtheta[i]) + P[i] for i in range(1, s)),
                     ca.mtimes(r.J[0].T, dtheta[0]) + P[0])
         T = ca.vertcat(r.S, E)
-        return ca.mtimes(T.T, dgrad)
+        H = ca.mtimes(T.T, dgrad)
+        # (symmetrised: exactly symmetric in exact arithmetic, its two triangles differ by rounding)
+        return 0.5 * (H + H.T)
 
     # ----------------------------------------------------------------- steps
     def input_names(self) -> list[str]:
@@ -237,8 +239,7 @@ class AdjointStep:
         return names + (["err"] if self.embedded else []) + (["z"] if self.nz else [])
 
     def _outputs(self, x: Any, S: Any, lam_x: Any, lam_u: Any, H: Any, err: Any, z: Any) -> list[Any]:
-        outs = [x] + ([S[:, :self.nx], S[:, self.nx:], 0.5 * (H + H.T)] if self.second_order else [lam_x, lam_u])
-        # (H symmetrised: exactly symmetric in exact arithmetic, the two triangles differ by rounding)
+        outs = [x] + ([S[:, :self.nx], S[:, self.nx:], H] if self.second_order else [lam_x, lam_u])
         outs += ([err] if self.embedded else []) + ([z] if self.nz else [])
         return [ca.densify(o) for o in outs]
 
