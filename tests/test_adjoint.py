@@ -165,3 +165,19 @@ def test_time_varying_parametric_model(method: str, steps: int) -> None:
         H_fd[:, j] = (cols[0] - cols[1]) / (2 * eps)
     H = np.array(rs["H"])
     assert np.abs(H - H_fd).max() <= 1e-7 * max(1.0, np.abs(H).max())
+
+
+def test_cli_exports_an_adjoint_step(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "shooting.cli", "integrator", "--model", "cartpole", "--method",
+                           "rk4", "--steps", "3", "--sensitivities", "adjoint", "--check", "--out",
+                           str(tmp_path / "out")], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["sensitivities"] == "adjoint"
+    assert list(manifest["inputs"]) == ["x", "u", "p", "t0", "dt", "lam"]
+    assert list(manifest["outputs"]) == ["x_next", "lam_x", "lam_u"]
+    assert manifest["check_host"]["passed"]

@@ -191,11 +191,15 @@ def build_integrator(
         N substeps of length dt/N inside the shooting interval [t0, t0+dt],
         with u and p constant. Stage i of the substep starting at t_n is
         evaluated at t_n + c_i dt/N.
-    sensitivities : {"forward", "ad", "variational", "none"}, default "forward"
+    sensitivities : {"forward", "ad", "variational", "none", "adjoint", "second-order"}, default "forward"
         How A and B are computed (all exact derivatives of the discrete map;
         they agree to rounding). "forward", the stage-wise propagation,
         has the fewest CasADi instructions on the built-in models.
-        "none" omits the outputs A and B.
+        "none" omits the outputs A and B. "adjoint" and "second-order"
+        (`shooting.integrate.adjoint`) take ``lam (nx)`` after ``dt`` and
+        return ``x_next, lam_x = A' lam, lam_u = B' lam``, or
+        ``x_next, A, B, H`` with ``H (nx+nu, nx+nu)`` the Hessian of
+        ``lam' x_next`` with respect to ``(x, u)``; then ``err`` and ``z``.
     newton_iterations : int, optional
         Newton steps on the stage equations of implicit tableaus (default
         `DEFAULT_NEWTON_ITERATIONS`, or `DEFAULT_SIMPLIFIED_NEWTON_ITERATIONS`
