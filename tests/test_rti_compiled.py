@@ -325,3 +325,17 @@ def test_a_stage_too_large_to_compile_runs_the_twin_without_a_warning(monkeypatc
         ctrl = shooting.RTIController(_swing_up(6), initialize_with_ipopt=False)
     assert ctrl.qp_library is not None and ctrl.qp_library.status == "fallback"
     assert "too large to compile" in ctrl.qp_library.reason
+
+
+@pytest.mark.parametrize("model", shooting.model_names())
+def test_every_built_in_models_qp_compiles_under_the_strict_flags(model: str) -> None:
+    # gcc's flow analysis differs with the stage sizes (a model without state bounds, without inputs' rate
+    # rows, ...): a warning there is an error under HOST_CFLAGS and would silently send the RTI to numpy.
+    m = shooting.load_model(model)
+    problem = shooting.default_scenario(m).problem
+    for changes in ({}, {"horizon": 7, "soft_x_bounds": True}):
+        ocp = shooting.MultipleShootingOCP.from_problem(m, problem.with_changes(**changes))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RTILibraryWarning)
+            controller = shooting.RTIController(ocp)
+        assert controller.qp_library is not None
