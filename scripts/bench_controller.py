@@ -451,6 +451,7 @@ def deadline_table(work: Path, long: int, seeds: int) -> None:
                                            ("noise 0.03", long, 0.03, seeds, (0, 0)),
                                            ("noise 0.03, budget 4 QP iterations", long, 0.03, seeds, (4, 0)),
                                            ("noise 0.1", long, 0.1, seeds, (0, 0)),
+                                           ("noise 0.1, budget 3 SQP iterations", long, 0.1, seeds, (0, 3)),
                                            ("budget 3 QP / 2 SQP", 100, 0.0, 1, (3, 2))):
         r = deadline_board(ocp, cp.x0, steps, noise, n, budget)
         rows[label] = r

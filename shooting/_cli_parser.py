@@ -220,6 +220,9 @@ def _add_controller(sub: "argparse._SubParsersAction[_Parser]") -> None:
     ctl.add_argument("--check", action="store_true",
                      help="closed loop vs the Python RTIController (exit 1 on mismatch, nothing written)")
     ctl.add_argument("--check-steps", type=_sim_steps, help="closed-loop samples of --check (default 40)")
+    ctl.add_argument("--keep-failed", action="store_true",
+                     help="when --check fails, write the rejected export anyway, beside CHECK_FAILED.txt saying why "
+                          "(exit status 1 still)")
     ctl.add_argument("--check-noise", type=_nonnegative_float, metavar="S",
                      help="process noise of --check's closed loops: standard deviation S per state and sample "
                           "(fixed seed; the same draws on the host, the board and the reference)")

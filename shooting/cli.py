@@ -131,12 +131,17 @@ def _warning_lines() -> Iterator[None]:
 def _print_report(report: ExportReport, out: str) -> bool:
     """Print an export's lines (its problems on stderr); False when its check failed and nothing was written."""
     for line in report.lines:
-        print(line)
-    for problem in report.problems:
-        if problem not in report.lines:
-            _stderr(problem)
+        if line not in report.problems:
+            print(line)
+    for problem in report.problems:  # (a failed check's line, with its explanation, on stderr)
+        _stderr(problem)
     if not report.ok:
-        _stderr(f"{'check failed' if report.checks else 'failed'}: nothing written to {out}")
+        what = "check failed" if report.checks else "failed"
+        if report.files:
+            _stderr(f"{what}: the rejected export is kept in {out} beside CHECK_FAILED.txt (do not deploy it)")
+        else:
+            _stderr(f"{what}: nothing written to {out}" + (" (--keep-failed keeps the rejected export beside a note)"
+                                                            if report.checks else ""))
     return report.ok
 
 
@@ -290,7 +295,7 @@ def _run_controller(args: argparse.Namespace) -> int:
                                force=args.force, name=args.name, x0=scenario.x0,
                                **({} if args.check_steps is None else {"check_steps": args.check_steps}),
                                check_noise=args.check_noise or 0.0, max_qp_iterations=args.max_qp_iterations,
-                               max_sqp_iterations=args.max_sqp_iterations,
+                               max_sqp_iterations=args.max_sqp_iterations, keep_failed=args.keep_failed,
                                metadata={"model_spec": args.model, "model_args": model_args, "qp_solver": args.qp},
                                progress=progress)
     if not _print_report(report, args.out):

@@ -23,6 +23,7 @@ times a safety factor, never below the solver's own stopping accuracy.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,9 +51,9 @@ from shooting.mpc.simulate import simulate_closed_loop
 from shooting.mpc.sqp import COLD_START_ITERATIONS, SQP_TOLERANCES, sqp
 from shooting.qp import solve_stage_qp
 
-__all__ = ["NOISE_SEED", "TOLERANCE_FLOOR", "TOLERANCE_SAFETY", "LoopRun", "Tolerance", "board_loop", "compare_inputs",
-           "host_loop", "process_noise",
-           "input_scale", "input_tolerance", "reference_loop"]
+__all__ = ["MAX_TOLERANCE", "NOISE_SEED", "REFERENCE_IPOPT_OPTIONS", "TOLERANCE_FLOOR", "TOLERANCE_SAFETY", "LoopRun",
+           "Tolerance", "board_loop", "compare_inputs", "host_loop", "input_scale", "input_tolerance", "process_noise",
+           "reference_loop", "reference_run", "verified_optimum"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -67,6 +68,10 @@ TOLERANCE_SAFETY = 10.0
 #: the stopping tolerances of `shooting.qp` on the worst-conditioned tests).
 TOLERANCE_FLOOR = {"double": 1e-9, "float": 1e-6}
 
+#: The largest tolerance of a check, on the inputs' scale: beyond it the check could not tell a wrong controller
+#: from rounding (float: 1 % of an input's range).
+MAX_TOLERANCE = {"double": 1e-5, "float": 1e-2}
+
 #: Draws of the rounding estimate.
 TOLERANCE_DRAWS = 8
 
@@ -79,9 +84,34 @@ def reference_loop(ocp: MultipleShootingOCP, x0: FloatArray, steps: int, noise: 
                    ) -> tuple[FloatArray, FloatArray]:
     """The Python RTIController's closed loop (states (K+1, nx), inputs (K, nu)) on the check's plant (with
     process noise of standard deviation `noise` per state and sample, `NOISE_SEED`)."""
+    x, u, _ = reference_run(ocp, x0, steps, noise)
+    return x, u
+
+
+def reference_run(ocp: MultipleShootingOCP, x0: FloatArray, steps: int, noise: float = 0.0
+                  ) -> tuple[FloatArray, FloatArray, list[str]]:
+    """`reference_loop` with each sample's status (the check's explanations read them)."""
     traj = simulate_closed_loop(RTIController(ocp), x0, steps, plant_method=PLANT_METHOD, plant_steps=PLANT_STEPS,
                                 noise_std=noise or None, seed=NOISE_SEED, progress=False)
-    return traj.x, traj.u
+    return traj.x, traj.u, [str(s) for s in traj.status]
+
+
+#: IPOPT's tolerances for the verified optimum the first prediction is compared with (`verified_optimum`).
+REFERENCE_IPOPT_OPTIONS = {"ipopt.tol": 1e-12, "ipopt.constr_viol_tol": 1e-12, "ipopt.dual_inf_tol": 1e-10,
+                           "ipopt.compl_inf_tol": 1e-12, "ipopt.acceptable_iter": 0, "ipopt.max_iter": 3000}
+
+
+def verified_optimum(ocp: MultipleShootingOCP, x0: FloatArray) -> FloatArray | None:
+    """The OCP's optimal inputs from `x0` (N, nu) by IPOPT at `REFERENCE_IPOPT_OPTIONS`, its status checked; None
+    when it does not succeed. Started as the controller's guess was (`controller_spec`: IPOPT from the OCP's
+    initial guess), so it reaches the same local solution, to tighter tolerances."""
+    settings = ocp.problem.solver
+    options = {k: v for k, v in dict(settings.solver_options or {}).items() if k.startswith("ipopt.")}
+    tight = dataclasses.replace(settings, solver="ipopt", hessian="exact",
+                                solver_options={**options, **REFERENCE_IPOPT_OPTIONS})
+    reference = MultipleShootingOCP.from_problem(ocp.model, dataclasses.replace(ocp.problem, solver=tight))
+    solution = reference.solve(x0)
+    return np.asarray(solution.u, dtype=float) if solution.success else None
 
 
 def input_scale(spec: ControllerSpec) -> FloatArray:
@@ -119,16 +149,25 @@ class Tolerance:
         Tolerance and rounding estimate of the first `samples` inputs (on their scale).
     prediction, prediction_estimate : float
         The same for the first QP's whole predicted input trajectory.
-    first_u : ndarray, shape (N, nu)
-        The first sample's inputs in double: SQP to convergence from the
-        spec's guess (the C's first feedback: a cold start).
+    first_u : ndarray, shape (N, nu), or None
+        The first sample's inputs in double, verified: IPOPT at tight
+        tolerances (`verified_optimum`), else the Python SQP from the spec's
+        guess when it converged, else None (the prediction is not compared).
+    first_reference : str
+        Which of them `first_u` is, in words.
+    capped : bool
+        The rounding estimate asked for more than `MAX_TOLERANCE`: the
+        tolerances are capped there (a check that would pass anything checks
+        nothing).
     """
 
     applied: float
     applied_estimate: float
     prediction: float
     prediction_estimate: float
-    first_u: FloatArray
+    first_u: FloatArray | None
+    first_reference: str = "IPOPT (tol 1e-12)"
+    capped: bool = False
 
 
 def input_tolerance(ocp: MultipleShootingOCP, spec: ControllerSpec, x0: FloatArray, real: str, samples: int,
@@ -190,8 +229,17 @@ def input_tolerance(ocp: MultipleShootingOCP, spec: ControllerSpec, x0: FloatArr
     key = "float" if real == "float" else "double"
     floor = max(TOLERANCE_FLOOR[key], SQP_ALLOWANCE[key] * (1.0 + max(np.abs(xs).max(), np.abs(ug).max()))
                 / float(scale.min()))
-    return Tolerance(max(TOLERANCE_SAFETY * first, floor), first, max(TOLERANCE_SAFETY * whole, floor), whole,
-                     cold.u)
+    applied, prediction = max(TOLERANCE_SAFETY * first, floor), max(TOLERANCE_SAFETY * whole, floor)
+    cap = MAX_TOLERANCE[key]
+    optimum = verified_optimum(ocp, x0)
+    if optimum is not None:
+        first_u, label = optimum, "IPOPT (tol 1e-12)"
+    elif cold.status == 0:
+        first_u, label = cold.u, "the Python SQP (converged)"
+    else:
+        first_u, label = None, "none (neither IPOPT nor the Python SQP converged from the guess)"
+    return Tolerance(min(applied, cap), first, min(prediction, cap), whole, first_u, label,
+                     capped=TOLERANCE_SAFETY * max(first, whole) > cap)
 
 
 def _write(export: CExport, folder: Path) -> None:

@@ -12,6 +12,7 @@ manifest and the header -> install. A failed check writes nothing.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -33,6 +34,7 @@ from shooting.controller.c_source import (
     generate_controller,
 )
 from shooting.controller.check import (
+    MAX_TOLERANCE,
     NOISE_SEED,
     TOLERANCE_FLOOR,
     TOLERANCE_SAFETY,
@@ -43,12 +45,13 @@ from shooting.controller.check import (
     host_loop,
     input_scale,
     input_tolerance,
-    reference_loop,
+    reference_run,
 )
+from shooting.controller.diagnosis import explain, status_hint
 from shooting.mpc.ocp import MultipleShootingOCP
 from shooting.options import REALS, TARGETS, Real, Target
 
-__all__ = ["CHECK_SAMPLES", "check_controller_export", "export_controller"]
+__all__ = ["CHECK_SAMPLES", "REJECTED_NOTE", "check_controller_export", "export_controller", "rejected_files"]
 
 Progress = Callable[[str], None]
 
@@ -91,20 +94,34 @@ def check_controller_export(out_dir: str | os.PathLike[str], name: str | None = 
     require_tools(target, check)
 
 
-def _loop_report(run: LoopRun, ref_u: np.ndarray, real: Real, scale: np.ndarray, tol: Tolerance) -> CheckReport:
+def _loop_report(run: LoopRun, ref_u: np.ndarray, ref_status: list[str], real: Real, scale: np.ndarray,
+                 tol: Tolerance, input_names: list[str]) -> CheckReport:
     """The first samples' inputs against the reference loop's and, on the host, the first QP's whole prediction
-    against the exact solution of the same QP (a faithfully compiled controller is within the rounding estimates)."""
+    against the verified optimum of the same OCP (a faithfully compiled controller is within the rounding
+    estimates); `details` explains a failure (`shooting.controller.diagnosis.explain`)."""
+    n = min(CHECK_SAMPLES, run.u.shape[0])
     worst = {"u": compare_inputs(run.u, ref_u, CHECK_SAMPLES, scale)}
     allowed = {"u": tol.applied}
-    if run.first_prediction is not None:
+    reasons = [explain("input", run.u[:n], ref_u[:n], scale, tol.applied, run.status, ref_status, input_names,
+                       real=real)]
+    if run.first_prediction is not None and tol.first_u is not None:
         worst["u_pred"] = float(np.max(np.abs(run.first_prediction - tol.first_u) / scale))
         allowed["u_pred"] = tol.prediction
-    failed = [s for s in run.status if s != "ok"]
+        reasons.append(explain("first prediction", run.first_prediction, tol.first_u, scale, tol.prediction,
+                               run.status[:1], ["ok"], input_names, reference=tol.first_reference, real=real))
+    failed = [(k, s) for k, s in enumerate(run.status) if s != "ok"]
     passed = all(worst[k] <= allowed[k] for k in worst) and not failed
-    details = "" if not failed else f"{len(failed)} samples failed ({failed[0]})"
+    if failed:
+        k, status = failed[0]
+        reasons.append(f"{len(failed)} of {len(run.status)} samples did not end ok, the first at sample {k} "
+                       f"('{status}'): {status_hint(status)}")
+    if tol.capped and not passed:
+        reasons.append(f"{real} rounding alone moves this problem's inputs by about {tol.applied_estimate:.1e} of "
+                       f"their range (estimate), more than a check can allow ({MAX_TOLERANCE[real]:.0e}): "
+                       + ("export in double, or rescale the problem" if real == "float" else "rescale the problem"))
+    details = "; ".join(r for r in reasons if r)
     margin = max(worst[k] / allowed[k] if allowed[k] > 0 else float("inf") for k in worst)
-    return CheckReport(run.target, real, min(CHECK_SAMPLES, run.u.shape[0]), worst, allowed, passed, details,
-                       margin=margin)
+    return CheckReport(run.target, real, n, worst, allowed, passed, details, margin=margin)
 
 
 class _Runs(ExportRuns):
@@ -114,7 +131,7 @@ class _Runs(ExportRuns):
                  steps: int, say: Progress, noise: float = 0.0) -> None:
         super().__init__(export, say)
         self.spec, self.x0, self.ocp, self.steps, self.noise = spec, x0, ocp, steps, noise
-        self._ref_u: np.ndarray | None = None
+        self._ref: tuple[np.ndarray, list[str]] | None = None
         self._tolerance: Tolerance | None = None
 
     def tolerance(self) -> Tolerance:
@@ -125,16 +142,20 @@ class _Runs(ExportRuns):
             self._tolerance = input_tolerance(self.ocp, self.spec, self.x0, real, CHECK_SAMPLES)
         return self._tolerance
 
-    def reference(self) -> np.ndarray:
-        if self._ref_u is None:
+    def reference(self) -> tuple[np.ndarray, list[str]]:
+        """The reference loop's inputs (K, nu) and statuses."""
+        if self._ref is None:
             self.say(f"running the Python RTIController for {self.steps} samples (the reference)")
-            self._ref_u = reference_loop(self.ocp, self.x0, self.steps, self.noise)[1]
-        return self._ref_u
+            _, u, status = reference_run(self.ocp, self.x0, self.steps, self.noise)
+            self._ref = u, status
+        return self._ref
 
     def record(self, run: LoopRun, key: str) -> None:
         real = self.export.manifest["real"]
         tol = self.tolerance()
-        report = _loop_report(run, self.reference(), real, input_scale(self.spec), tol)
+        ref_u, ref_status = self.reference()
+        report = _loop_report(run, ref_u, ref_status, real, input_scale(self.spec), tol,
+                              list(self.spec.model.input_names))
         self.checks.append(report)
         summary = run.summary()
         self.measured[key] = {"process_noise": self.noise, "noise_seed": NOISE_SEED,
@@ -151,8 +172,10 @@ class _Runs(ExportRuns):
                 f"{report.allowed['u']:.1e} = {TOLERANCE_SAFETY:g} x the {real} rounding estimate "
                 f"{tol.applied_estimate:.1e}, at least {TOLERANCE_FLOOR[real]:.0e})")
         if "u_pred" in report.worst:
-            line += (f", first prediction within {report.worst['u_pred']:.1e} of the converged SQP (allowed "
+            line += (f", first prediction within {report.worst['u_pred']:.1e} of {tol.first_reference} (allowed "
                      f"{report.allowed['u_pred']:.1e})")
+        elif run.first_prediction is not None:
+            line += f", first prediction not compared (verified optimum: {tol.first_reference})"
         line += (f", QP iterations median {summary['qp_iterations_median']:g} max {summary['qp_iterations_max']}")
         if "cycles_per_sample_median" in summary:
             worst = run.worst_case(self.spec.max_qp_iterations, self.spec.max_sqp_iterations)
@@ -200,6 +223,7 @@ def export_controller(
     max_qp_iterations: int | None = None,
     max_sqp_iterations: int | None = None,
     check_noise: float = 0.0,
+    keep_failed: bool = False,
 ) -> ExportReport:
     """Export the real-time-iteration controller of `ocp` as C into `out_dir`, optionally checked.
 
@@ -246,6 +270,10 @@ def export_controller(
         Process noise of the checks' closed loops: this standard deviation per
         state and sample, added after each plant step (the same draws, fixed
         seed, on the host, the board and the reference).
+    keep_failed : bool
+        When a check fails, install the rejected export anyway, its manifest
+        marked ``"check_failed"`` and `REJECTED_NOTE` beside it saying why
+        (``ok`` stays False); by default a failed check writes nothing.
 
     Returns
     -------
@@ -273,6 +301,7 @@ def export_controller(
     target = _validate.choice(target, TARGETS, "target")
     check = _validate.flag(check, "check")
     force = _validate.flag(force, "force")
+    keep_failed = _validate.flag(keep_failed, "keep_failed")
     steps = _validate.integer(check_steps, "check_steps", minimum=1, maximum=100_000)
     name = _validate.sanitized_identifier(ocp.model.name) if name is None else \
         _validate.identifier(name, "name", maximum=_validate.MAX_PREFIX_LENGTH)
@@ -311,13 +340,32 @@ def export_controller(
     common = dict(name=export.name, out_dir=out, errors=errors, checks=tuple(runs.checks),
                   flash=None if size is None else size.flash, ram=None if size is None else size.ram, size=size,
                   double_symbols=tuple(runs.doubles), manifest=export.manifest, lines=tuple(runs.lines))
+    files = dict(export.files)
     if runs.problems:
-        return ExportReport(ok=False, files=[], problems=tuple(runs.problems), **common)  # type: ignore[arg-type]
+        if not keep_failed:
+            return ExportReport(ok=False, files=[], problems=tuple(runs.problems), **common)  # type: ignore[arg-type]
+        files = rejected_files(export, runs.problems)
 
     def write(tmp: Path) -> None:
-        for fname, text in export.files.items():
+        for fname, text in files.items():
             (tmp / fname).write_text(text)
 
-    _files.install_directory(out, write, set(export.files), "manifest.json", force=force, legacy=_legacy)
-    say(f"wrote {', '.join(sorted(export.files))} to {out}")
-    return ExportReport(ok=True, files=[out / f for f in export.files], **common)  # type: ignore[arg-type]
+    _files.install_directory(out, write, set(files), "manifest.json", force=force, legacy=_legacy)
+    say(f"wrote {', '.join(sorted(files))} to {out}")
+    return ExportReport(ok=not runs.problems, files=[out / f for f in files], problems=tuple(runs.problems),
+                        **common)  # type: ignore[arg-type]
+
+
+#: The note beside a rejected export kept by ``keep_failed``.
+REJECTED_NOTE = "CHECK_FAILED.txt"
+
+
+def rejected_files(export: CExport, problems: list[str]) -> dict[str, str]:
+    """A rejected export's files: its own, its manifest marked ``"check_failed"`` with the problems, and
+    `REJECTED_NOTE` saying why it must not be used as it is."""
+    manifest = {**export.manifest, "check_failed": list(problems),
+                "files": sorted({*export.manifest.get("files", []), REJECTED_NOTE})}
+    note = ("This controller export FAILED its check and is kept only to be inspected (keep_failed / "
+            "--keep-failed).\nDo not deploy it as it is.\n\n" + "\n".join(f"- {p}" for p in problems) + "\n")
+    return {**export.files, "manifest.json": json.dumps(manifest, indent=2, sort_keys=True) + "\n",
+            REJECTED_NOTE: note}
