@@ -62,19 +62,25 @@ def test_least_squares_is_the_weighted_square_and_checks_its_input() -> None:
         least_squares(_tip, [1.0, 1.0, 1.0])(x, u, p)
 
 
-def test_convexify_keeps_a_positive_definite_block_and_shifts_an_indefinite_one_by_the_rule() -> None:
+def test_convexify_keeps_a_positive_definite_block_and_projects_an_indefinite_one() -> None:
     rng = np.random.default_rng(4)
     A = rng.standard_normal((5, 5))
     pd = A @ A.T + np.eye(5)
-    kept, delta = convexify(pd)
-    assert delta == 0.0 and np.array_equal(kept, pd)
-    indefinite = pd - 3.0 * np.eye(5) * np.linalg.eigvalsh(pd).max()
-    shifted, delta = convexify(indefinite)
+    kept, changed = convexify(pd)
+    assert not changed and np.array_equal(kept, pd)
+    # an indefinite block with known eigenvectors: only the negative eigenvalues move, to tau
+    V, _ = np.linalg.qr(rng.standard_normal((5, 5)))
+    lam = np.array([-3.0, -1e-3, 0.5, 2.0, 7.0])
+    indefinite = (V * lam) @ V.T
+    projected, changed = convexify(indefinite)
     tau = CONVEXIFY_TAU["double"] * (1 + np.abs(indefinite).max())
-    j = round(np.log10(delta / tau))
-    assert delta == pytest.approx(tau * 10.0 ** j, rel=1e-12) and j >= 1
-    lowest = np.linalg.eigvalsh(indefinite).min()
-    assert np.linalg.eigvalsh(shifted).min() > 0 and delta / 10 <= -lowest + tau  # the smallest power that works
+    assert changed
+    expected = (V * np.maximum(lam, tau)) @ V.T
+    assert np.abs(projected - expected).max() <= 1e-14 * np.abs(expected).max()
+    assert np.linalg.eigvalsh(projected).min() >= tau * (1 - 1e-6)
+    # the change lives in the negative directions only: the positive eigenvectors' Rayleigh quotients stay
+    for j in (2, 3, 4):
+        assert V[:, j] @ projected @ V[:, j] == pytest.approx(lam[j], rel=1e-13)
 
 
 @pytest.mark.parametrize("kind", ["least squares", "exact Hessian"])

@@ -13,8 +13,15 @@ The stage's whole Hessian block M = [Hxx Hux'; Hux Huu] (tracking weights
 included) must be positive definite for the QP to be convex. `convexify`
 applies one rule, the same in numpy and in the C: with tau = 1e-9 (1 +
 max|M|) (float: 1e-5), M is kept when a Cholesky factorisation of M + tau I
-succeeds; else M + delta I with the smallest delta = tau 10^j (j = 1..30)
-for which a Cholesky factorisation of M + delta I succeeds. The QP's gradient is corrected so that the model's
+succeeds; else its eigenvalues below tau are raised to tau, M~ = V max(L, tau) V'
+(M = V L V'): the projection onto the positive definite matrices (acados'
+"PROJECT" regularisation; Nocedal and Wright, sec. 3.4, "modifying the
+eigenvalues"). It changes M only along its directions of negative curvature,
+by the least amount in the Frobenius norm; a shift M + delta I (the rule
+before) changes every direction, and on the cart-pole's pole-tip cost made
+the closed loop 9 % worse than IPOPT's where the projection is within 1 %.
+The C computes the eigenvalues by cyclic Jacobi rotations (the numpy twin by
+LAPACK: equal to rounding). The QP's gradient is corrected so that the model's
 gradient at the guess stays the cost's: q = g - (M~ - M_tracking) zb. A
 converged SQP iterate is therefore still a KKT point of the OCP.
 """
@@ -34,9 +41,9 @@ __all__ = ["CONVEXIFY_TAU", "LeastSquares", "convexify", "least_squares"]
 
 FloatArray = npt.NDArray[np.float64]
 
-#: The relative shift below which a Hessian block counts as positive definite, and the rule's largest power.
+#: The relative shift below which a Hessian block counts as positive definite, and the smallest eigenvalue the
+#: projection leaves (relative to 1 + max|M|).
 CONVEXIFY_TAU = {"double": 1e-9, "float": 1e-5}
-CONVEXIFY_STEPS = 30
 
 
 class LeastSquares:
@@ -116,18 +123,16 @@ def expansion(cost: Callable[..., Any], z: ca.SX, *args: ca.SX) -> tuple[ca.SX, 
     return H, g
 
 
-def convexify(M: FloatArray, real: str = "double") -> tuple[FloatArray, float]:
-    """The rule of the module docstring: (M + delta I, delta) with delta = 0 when M is positive definite."""
-    n = M.shape[0]
+def convexify(M: FloatArray, real: str = "double") -> tuple[FloatArray, bool]:
+    """The rule of the module docstring: (M~, changed); M itself when it is positive definite."""
     tau = CONVEXIFY_TAU["float" if real == "float" else "double"] * (1.0 + float(np.abs(M).max(initial=0.0)))
+    n = M.shape[0]
     if _cholesky_ok(M + tau * np.eye(n)):
-        return M, 0.0
-    for j in range(1, CONVEXIFY_STEPS + 1):
-        delta = tau * 10.0 ** j
-        if _cholesky_ok(M + delta * np.eye(n)):
-            return M + delta * np.eye(n), delta
-    raise ValueError(f"a stage Hessian of the cost cannot be made positive definite (not finite, or still not "
-                     f"after a shift of {tau * 10.0 ** CONVEXIFY_STEPS:g})")
+        return M, False
+    if not np.isfinite(M).all():
+        raise ValueError("a stage Hessian of the cost is not finite at the guess (check the cost there)")
+    lam, V = np.linalg.eigh(0.5 * (M + M.T))
+    return (V * np.maximum(lam, tau)) @ V.T, True
 
 
 def _cholesky_ok(M: FloatArray) -> bool:

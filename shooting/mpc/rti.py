@@ -41,7 +41,7 @@ from shooting.mpc.ocp import MultipleShootingOCP
 from shooting.mpc.rti_library import RTILibraryReport, attach_library
 from shooting.mpc.rti_stage import StageQPBuilder
 from shooting.mpc.sqp import COLD_START_ITERATIONS, MAX_SQP_ITERATIONS, SQP_STATUS, SQPResult, SQPStep, sqp
-from shooting.options import QP_SOLVERS, QPSolver
+from shooting.options import HESSIANS, QP_SOLVERS, Hessian, QPSolver
 from shooting.qp import StageQP, StageQPResult
 
 __all__ = ["MAX_SQP_ITERATIONS", "STAGE_QP_SOLVERS", "QPPoint", "RTIController"]
@@ -115,6 +115,14 @@ class RTIController:
         (the stage-wise solvers only; 0: a plain real-time iteration).
     sqp_iterations : int, default 1
         SQP iterations of every later sample: 1 is the real-time iteration.
+    hessian : {"gauss-newton", "exact"}, default "gauss-newton"
+        The QP's Hessian: the costs' (Gauss-Newton for least squares), or
+        with "exact" the Lagrangian's: the dynamics' curvature through the
+        integrator's second-order step at the dynamics' multipliers and the
+        path and terminal constraints' at theirs (`shooting.mpc.curvature`),
+        each stage's block shifted where it is not positive definite
+        (`shooting.mpc.costs.convexify`). Newton's local quadratic
+        convergence where no shift is needed. Stage-wise solvers only.
 
     Attributes
     ----------
@@ -134,7 +142,7 @@ class RTIController:
 
     def __init__(self, ocp: MultipleShootingOCP, *, qp_solver: QPSolver = "riccati-ipm",
                  initialize_with_ipopt: bool = True, cold_start_iterations: int = COLD_START_ITERATIONS,
-                 sqp_iterations: int = 1) -> None:
+                 sqp_iterations: int = 1, hessian: Hessian = "gauss-newton") -> None:
         if not isinstance(ocp, MultipleShootingOCP):
             raise ValueError(f"ocp must be a MultipleShootingOCP, got {type(ocp).__name__}")
         qp_solver = _validate.choice(qp_solver, QP_SOLVERS, "qp_solver")
@@ -160,7 +168,11 @@ class RTIController:
         self.qp_solver = qp_solver
         # a prediction beyond this times 1 + max|x| has diverged (the C's PREDICTION_LIMIT: shooting.mpc.divergence)
         self._limit = prediction_limit(m.x0, ocp.x_ref, ocp.u_ref, ocp.x_min, ocp.x_max, ocp.u_min, ocp.u_max)
-        self._stages = StageQPBuilder(ocp) if stage_wise else None
+        self.hessian = _validate.choice(hessian, HESSIANS, "hessian")
+        if self.hessian == "exact" and not stage_wise:
+            raise ValueError(f"hessian='exact' needs qp_solver='riccati-ipm' or 'riccati-ipm-numpy' (its stage "
+                             f"blocks are made positive definite stage by stage), not {qp_solver!r}")
+        self._stages = StageQPBuilder(ocp, self.hessian) if stage_wise else None
         self.qp_library: RTILibraryReport | None = None
         if self._stages is None:
             self._build(qp_solver)
@@ -312,7 +324,7 @@ class RTIController:
             xb, ub = L.unpack_w(self._guess.w)
             d = L.unpack_parameters(np.asarray(P, dtype=float))
             self._prepared = self._stages.build(xb, ub, d["x_ref"], d["u_ref"], d["p"], float(d["t0"]),
-                                                d["u_prev"])
+                                                d["u_prev"], self._qp_warm)
         else:
             A, b, g, H = self._data(self._guess.w, P)
             self._prepared = (A, np.array(b).ravel(), np.array(g).ravel(), H)

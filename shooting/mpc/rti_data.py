@@ -346,8 +346,8 @@ def convexify_stages(qp: StageQP, M: FloatArray | None, M_N: FloatArray | None, 
     Parameters
     ----------
     qp : StageQP
-        Its ``Q``, ``R``, ``Q_N``, ``q``, ``r`` gain delta I and -delta zb where a block is shifted (the model's
-        gradient at the guess stays the cost's).
+        Its ``Q``, ``S``, ``R``, ``Q_N``, ``q``, ``r`` gain D = M~ - M and -D zb where a block is projected (the
+        model's gradient at the guess stays the cost's).
     M : ndarray, shape (N, nx + nu, nx + nu), or None
         Each stage's block [Q S'; S R] (without the rate penalty); None without an extra stage cost.
     M_N : ndarray, shape (nx, nx), or None
@@ -358,24 +358,29 @@ def convexify_stages(qp: StageQP, M: FloatArray | None, M_N: FloatArray | None, 
         The model's states (the QP's may be augmented).
     """
     # every block at once first (the common case: all positive definite, nothing to do), then stage by stage
-    Q, R, q, r = qp.Q, qp.R, qp.q, qp.r
-    assert Q is not None and R is not None and q is not None and r is not None
+    Q, S, R, q, r = qp.Q, qp.S, qp.R, qp.q, qp.r
+    assert Q is not None and S is not None and R is not None and q is not None and r is not None
     if M is not None:
         n = M.shape[1]
         tau = CONVEXIFY_TAU["double"] * (1.0 + np.abs(M).max(axis=(1, 2), initial=0.0))
         if not _cholesky_all(M + tau[:, None, None] * np.eye(n)):
             for k in range(M.shape[0]):
-                _, delta = convexify(M[k])
-                if delta:
-                    Q[k][:nx, :nx] += delta * np.eye(nx)
-                    R[k] += delta * np.eye(n - nx)
-                    q[k][:nx] -= delta * xb[k]
-                    r[k] -= delta * ub[k]
+                projected, changed = convexify(M[k])
+                if changed:
+                    D = projected - M[k]  # (M~ - M: the QP's blocks and gradients take it)
+                    Q[k][:nx, :nx] += D[:nx, :nx]
+                    S[k][:, :nx] += D[nx:, :nx]
+                    R[k] += D[nx:, nx:]
+                    shift = D @ np.concatenate([xb[k], ub[k]])
+                    q[k][:nx] -= shift[:nx]
+                    r[k] -= shift[nx:]
     if M_N is not None:
-        _, delta = convexify(M_N)
-        if delta:
-            qp.Q_N[:nx, :nx] += delta * np.eye(nx)
-            q[-1][:nx] -= delta * xb[-1]
+        projected, changed = convexify(M_N)
+        if changed:
+            D = projected - M_N
+            assert qp.Q_N is not None
+            qp.Q_N[:nx, :nx] += D
+            q[-1][:nx] -= D @ xb[-1]
 
 
 def _cholesky_all(M: FloatArray) -> bool:

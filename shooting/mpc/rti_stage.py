@@ -40,10 +40,12 @@ import numpy as np
 import numpy.typing as npt
 
 from shooting.integrate.integrator import HOST_UNROLL_STEPS, build_integrator
+from shooting.mpc.curvature import curvature_functions, row_multipliers
 from shooting.mpc.ocp import MultipleShootingOCP
 from shooting.mpc.rti_data import (
     DataEvaluator,
     QPData,
+    as_blocks,
     constraint_functions,
     convexify_stages,
     cost_expansions,
@@ -51,6 +53,7 @@ from shooting.mpc.rti_data import (
     qp_data_function,
 )
 from shooting.mpc.sqp import SQPStep, qp_tolerances
+from shooting.options import Hessian
 from shooting.qp import (
     OCP_QP_TOLERANCES,
     StageQP,
@@ -90,8 +93,9 @@ class StageQPBuilder:
         other arrays are zeros.
     """
 
-    def __init__(self, ocp: MultipleShootingOCP) -> None:
+    def __init__(self, ocp: MultipleShootingOCP, hessian: Hessian = "gauss-newton") -> None:
         self.ocp = ocp
+        self.hessian = hessian
         N, nx, nu, npar = ocp.horizon, ocp.nx, ocp.nu, ocp.np
         F = build_integrator(ocp.model, ocp.method, ocp.steps, "forward", unroll=HOST_UNROLL_STEPS,
                              name=f"{ocp.model.name}_rti_step")
@@ -113,6 +117,10 @@ class StageQPBuilder:
         self._evaluate = DataEvaluator(self.data, scratch)
         self._values = self.data.arrays(list(scratch.values()))
         self.solver: CompiledStageQP | None = None
+        self._curvature: tuple[ca.Function, ca.Function | None] | None = None
+        if hessian == "exact":
+            stage, terminal = curvature_functions(ocp)
+            self._curvature = stage.map(N), terminal
 
     def attach(self, library: ctypes.CDLL) -> None:
         """Build and solve in C from now on: the data Function's and the QP's C in `library`.
@@ -161,7 +169,7 @@ class StageQPBuilder:
         return h, c
 
     def build(self, xb: FloatArray, ub: FloatArray, x_ref: FloatArray, u_ref: FloatArray, p: FloatArray,
-              t0: float, u_prev: FloatArray) -> StageQP:
+              t0: float, u_prev: FloatArray, multipliers: StageQPResult | None = None) -> StageQP:
         """The QP of one sample around the guess (xb (N+1, nx), ub (N, nu)); its x0 is set by `with_state`.
 
         Parameters
@@ -173,6 +181,10 @@ class StageQPBuilder:
         t0 : float
         u_prev : ndarray, shape (nu,)
             (Enters through `with_state`.)
+        multipliers : StageQPResult, optional
+            With ``hessian="exact"``: the multipliers at the guess (a QP's, shifted to this sample), whose
+            constraints' curvature (`shooting.mpc.curvature`) joins the Hessian; without them the QP is
+            Gauss-Newton's.
 
         Returns
         -------
@@ -188,10 +200,48 @@ class StageQPBuilder:
             for name in self.data.outputs:
                 if hasattr(qp, name):
                     setattr(qp, name, np.array(values[name]))
-        if "M" in values or "M_N" in values:
-            # where the extra cost leaves a stage's Hessian block not positive definite: shifted (in place)
-            convexify_stages(qp, values.get("M"), values.get("M_N"), xb, ub, self.ocp.nx)
+        M, M_N = values.get("M"), values.get("M_N")
+        if self._curvature is not None and multipliers is not None:
+            M, M_N = self._add_curvature(qp, M, M_N, xb, ub, p, t0, multipliers)
+        if M is not None or M_N is not None:
+            # where the extra cost (or the constraints' curvature) leaves a stage's Hessian block not positive
+            # definite: shifted (in place)
+            convexify_stages(qp, M, M_N, xb, ub, self.ocp.nx)
         return qp
+
+    def _add_curvature(self, qp: StageQP, M: FloatArray | None, M_N: FloatArray | None, xb: FloatArray,
+                       ub: FloatArray, p: FloatArray, t0: float, multipliers: StageQPResult
+                       ) -> tuple[FloatArray, FloatArray | None]:
+        """Add the constraints' curvature W_k, W_N (`shooting.mpc.curvature`) at `multipliers` to the QP in place,
+        its gradients corrected so that the model's gradient at the guess stays the cost's (q -= W zb); returns
+        the stage blocks (N, n, n) and terminal block to make positive definite."""
+        assert self._curvature is not None
+        ocp = self.ocp
+        N, nx, nu = ocp.horizon, ocp.nx, ocp.nu
+        n = nx + nu
+        z = qp.sizes
+        mu, nuN = row_multipliers(multipliers.lam, N, z.nu, z.nbx, z.ng, z.ngN)
+        stage, terminal = self._curvature
+        times = t0 + ocp.dt * np.arange(N)
+        W = as_blocks(stage(xb[:N].T, ub.T, p.T, times[None, :], multipliers.pi[:, :nx].T, mu.T), (N, n, n), True)
+        Q, S, R, q, r = qp.Q, qp.S, qp.R, qp.q, qp.r
+        assert Q is not None and S is not None and R is not None and q is not None and r is not None
+        Wxx, Wux, Wuu = W[:, :nx, :nx], W[:, nx:, :nx], W[:, nx:, nx:]
+        Q[:, :nx, :nx] += Wxx
+        S[:, :, :nx] += Wux
+        R += Wuu
+        q[:N, :nx] -= np.einsum("kij,kj->ki", Wxx, xb[:N]) + np.einsum("kji,kj->ki", Wux, ub)
+        r -= np.einsum("kij,kj->ki", Wux, xb[:N]) + np.einsum("kij,kj->ki", Wuu, ub)
+        base = np.zeros((N, n, n))
+        base[:, :nx, :nx], base[:, nx:, nx:] = 2 * ocp.Q, 2 * ocp.R
+        blocks = (M if M is not None else base) + W
+        if terminal is None:
+            return blocks, M_N
+        W_N = np.array(terminal(xb[N], p[N - 1], nuN), dtype=float)
+        assert qp.Q_N is not None
+        qp.Q_N[:nx, :nx] += W_N
+        q[N, :nx] -= W_N @ xb[N]
+        return blocks, (M_N if M_N is not None else 2 * ocp.Q_terminal) + W_N
 
     def solve(self, qp: StageQP, *, x_guess: FloatArray | None = None, u_guess: FloatArray | None = None,
               max_iter: int = 100, tolerances: dict[str, float] | None = None, warm: StageQPResult | None = None,
@@ -255,7 +305,7 @@ class StageQPBuilder:
         the `last` iteration's active set first (`solve_stage_qp`'s shortcut; else a cold start, as the C), to
         the tolerances ``qp_tolerances(loose, ...)`` (False: the QP's own)."""
         nx = self.ocp.nx
-        qp = self.with_state(self.build(x, u, x_ref, u_ref, p, t0, u_prev), x[0], u_prev)
+        qp = self.with_state(self.build(x, u, x_ref, u_ref, p, t0, u_prev, None if loose else last), x[0], u_prev)
         where = self.nonfinite(qp)
         if where is not None:
             return SQPStep(x, u, False, 0.0, 0.0, f"non-finite QP data at {where} (the model's step or its "

@@ -1,0 +1,117 @@
+"""``hessian="exact"`` in the RTI: the Lagrangian's curvature, and the projection that keeps each QP convex.
+
+Independent truth: CasADi's Hessian of pi' F (F the plain step, no sensitivities) and of mu' h; IPOPT's optimum
+(tol 1e-12) of the same OCP; IPOPT's closed loop for the pole-tip cost.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import casadi as ca
+import numpy as np
+import pytest
+
+import shooting
+from shooting.controller import export_controller, load_controller
+from shooting.controller.check import verified_optimum
+from shooting.mpc.curvature import curvature_functions
+
+L_POLE = 0.8
+
+
+def _tip_ocp(horizon: int = 30, tip_weight: float = 6.0) -> shooting.MultipleShootingOCP:
+    """The cart-pole keeping its pole tip over the origin: an indefinite cost (4 (l cos th - l)^2)."""
+    m = shooting.load_model("cartpole")
+    l = L_POLE
+    return shooting.MultipleShootingOCP(
+        m, horizon, dt=0.05, Q=[0, 0, 1e-3, 1e-3], R=[1e-3], Q_terminal=[0, 0, 0, 0],
+        stage_cost=lambda x, u, p: tip_weight * (x[0] + l * ca.sin(x[1])) ** 2 + 4 * (l * ca.cos(x[1]) - l) ** 2,
+        terminal_cost=lambda x, p: 60 * (x[0] + l * ca.sin(x[1])) ** 2, u_min=[-80], u_max=[80])
+
+
+def _tip_error(traj: shooting.Trajectory) -> float:
+    x = traj.x
+    return float(np.sum(np.abs(x[:, 0] + L_POLE * np.sin(x[:, 1])) + np.abs(L_POLE * np.cos(x[:, 1]) - L_POLE)))
+
+
+@pytest.mark.parametrize("model, method", [("cartpole", "rk4"), ("dip", "rk4"), ("vanderpol", "gauss2")])
+def test_stage_curvature_is_casadis_hessian_of_the_lagrangian(model: str, method: str) -> None:
+    m = shooting.load_model(model)
+    problem = shooting.default_scenario(m).problem.with_changes(method=method, steps=2)
+    ocp = shooting.MultipleShootingOCP.from_problem(m, problem)
+    stage, _ = curvature_functions(ocp)
+    rng = np.random.default_rng(3)
+    x = np.asarray(m.x0, float) + 0.2 * rng.standard_normal(m.nx)
+    u = np.asarray(m.u0, float) + 0.2 * rng.standard_normal(m.nu)
+    pi = 10 * rng.standard_normal(m.nx)
+    W = np.array(stage(x, u, m.p0, 0.4, pi, np.zeros(0)))
+    plain = shooting.build_integrator(m, method, 2, "none", newton_iterations=12)
+    xs, us = ca.SX.sym("x", m.nx), ca.SX.sym("u", m.nu)
+    args = [xs, us, m.p0, 0.4, ocp.dt] + ([m.z0] if m.nz else [])
+    value = ca.dot(ca.DM(pi), plain.call(args)[0])
+    W_ref = np.array(ca.Function("W", [xs, us], [ca.hessian(value, ca.vertcat(xs, us))[0]])(x, u))
+    assert np.abs(W - W_ref).max() <= 1e-9 * np.abs(W_ref).max()
+
+
+def test_path_constraints_curvature_joins_the_stage_block() -> None:
+    m = shooting.load_model("cartpole")
+
+    def power(x: ca.SX, u: ca.SX, p: ca.SX) -> ca.SX:
+        return ca.vertcat(u[0] * x[2] * x[1] - 150.0, x[0] ** 2 * ca.sin(x[1]) - 1.0)
+
+    ocp = shooting.MultipleShootingOCP.from_problem(m, shooting.default_scenario(m).problem.with_changes(
+        path_constraints=power, soft_path_constraints=True))
+    stage, _ = curvature_functions(ocp)
+    x, u, mu = np.array([0.3, 0.7, -1.2, 0.4]), np.array([5.0]), np.array([0.8, 2.5])
+    both = np.array(stage(x, u, m.p0, 0.0, np.zeros(4), mu))
+    xs, us = ca.SX.sym("x", 4), ca.SX.sym("u", 1)
+    ref = ca.Function("H", [xs, us], [ca.hessian(ca.dot(ca.DM(mu), power(xs, us, None)), ca.vertcat(xs, us))[0]])
+    assert np.abs(both - np.array(ref(x, u))).max() <= 1e-13 * np.abs(both).max()
+
+
+@pytest.mark.parametrize("qp_solver", ["riccati-ipm", "riccati-ipm-numpy"])
+def test_exact_hessian_sqp_reaches_ipopts_optimum(qp_solver: str) -> None:
+    # (a KKT point whatever the QP's Hessian; with the blocks projected where indefinite, as here, not in fewer
+    # iterations than Gauss-Newton: the README's "Exact Hessians" gives the measured counts)
+    ocp = _tip_ocp()
+    x0 = np.array([0.6, 0.4, 0.0, 0.0])
+    truth = verified_optimum(ocp, x0)
+    assert truth is not None
+    runs = {}
+    for hessian in ("gauss-newton", "exact"):
+        ctl = shooting.RTIController(ocp, hessian=hessian, qp_solver=qp_solver,  # type: ignore[arg-type]
+                                     initialize_with_ipopt=False)
+        runs[hessian] = ctl.solve(x0, max_iter=200)
+        assert runs[hessian].status == 0
+        assert np.abs(runs[hessian].u - truth).max() <= 1e-6 * 80
+
+
+def test_pole_tip_rti_is_within_3_percent_of_ipopts_closed_loop() -> None:
+    ocp = _tip_ocp()
+    x0 = np.array([0.6, 0.4, 0.0, 0.0])
+    ipopt = _tip_error(shooting.simulate_closed_loop(shooting.MPCController(ocp), x0, 60, progress=False))
+    for hessian in ("exact", "gauss-newton"):
+        rti = shooting.RTIController(ocp, hessian=hessian)  # type: ignore[arg-type]
+        error = _tip_error(shooting.simulate_closed_loop(rti, x0, 60, progress=False))
+        assert error <= 1.03 * ipopt, (hessian, error / ipopt)
+
+
+@pytest.mark.parametrize("real", ["double", "float"])
+def test_c_projection_of_an_indefinite_cost_equals_the_python_rti(real: str, tmp_path: Path) -> None:
+    # The pole-tip cost's Hessian is indefinite at most samples: the C's Jacobi projection against LAPACK's.
+    ocp = _tip_ocp(horizon=20, tip_weight=8.0)
+    x0 = np.array([-0.4, -0.5, 0.3, 0.0])
+    report = export_controller(ocp, tmp_path / real, real=real, check=True, x0=x0)  # type: ignore[arg-type]
+    assert report.ok, report.problems
+    if real == "double":
+        c = shooting.simulate_closed_loop(load_controller(tmp_path / real), x0, 30, progress=False)
+        py = shooting.simulate_closed_loop(shooting.RTIController(ocp), x0, 30, progress=False)
+        assert np.abs(c.u - py.u).max() <= 1e-9 * 80
+
+
+def test_exact_hessian_needs_a_stage_wise_solver() -> None:
+    with pytest.raises(ValueError, match="riccati-ipm"):
+        shooting.RTIController(_tip_ocp(10), hessian="exact", qp_solver="qrqp")
+    with pytest.raises(ValueError, match="gauss-newton"):
+        shooting.RTIController(_tip_ocp(10), hessian="newton")  # type: ignore[arg-type]
