@@ -23,11 +23,12 @@ L_POLE = 0.8
 def _tip_ocp(horizon: int = 30, tip_weight: float = 6.0) -> shooting.MultipleShootingOCP:
     """The cart-pole keeping its pole tip over the origin: an indefinite cost (4 (l cos th - l)^2)."""
     m = shooting.load_model("cartpole")
-    l = L_POLE
+    pole = L_POLE
     return shooting.MultipleShootingOCP(
         m, horizon, dt=0.05, Q=[0, 0, 1e-3, 1e-3], R=[1e-3], Q_terminal=[0, 0, 0, 0],
-        stage_cost=lambda x, u, p: tip_weight * (x[0] + l * ca.sin(x[1])) ** 2 + 4 * (l * ca.cos(x[1]) - l) ** 2,
-        terminal_cost=lambda x, p: 60 * (x[0] + l * ca.sin(x[1])) ** 2, u_min=[-80], u_max=[80])
+        stage_cost=lambda x, u, p: tip_weight * (x[0] + pole * ca.sin(x[1])) ** 2
+        + 4 * (pole * ca.cos(x[1]) - pole) ** 2,
+        terminal_cost=lambda x, p: 60 * (x[0] + pole * ca.sin(x[1])) ** 2, u_min=[-80], u_max=[80])
 
 
 def _tip_error(traj: shooting.Trajectory) -> float:
