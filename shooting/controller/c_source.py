@@ -279,6 +279,14 @@ def controller_spec(ocp: MultipleShootingOCP, *, x0: object = None, guess: tuple
     )
 
 
+def _convexify_constants(real: str) -> dict[str, str]:
+    """The C's convexify and jacobi_eigen constants for `real` (see templates/mpc.c.in)."""
+    eps = float(np.finfo(np.float32 if real == "float" else np.float64).eps)
+    return {"convex_tau": literal(CONVEXIFY_TAU[real], real), "jacobi_eps": literal(2 * eps, real),
+            "jacobi_big": literal(1e15 if real == "double" else 1e7, real),
+            "flt_limit": literal(1e300 if real == "double" else 1e37, real)}
+
+
 def budget_defaults(max_qp_iterations: int | None, max_sqp_iterations: int | None) -> tuple[int, int]:
     """The budget's defaults of an export: each validated (None: `MAX_QP_ITERATIONS`, `COLD_START_ITERATIONS`)."""
     qp = MAX_QP_ITERATIONS if max_qp_iterations is None else \
@@ -375,10 +383,7 @@ def generate_controller(spec: ControllerSpec, name: str, *, real: Real = "double
         **{k: values[k] for k in ("name", "NAME", "version", "NX", "NU", "NP", "NP_1", "N", "NXQ", "NBX", "G_LEN")},
         NZ=model.nz, NZ_1=max(model.nz, 1), z0=_values(model.z0 if model.nz else [0.0], real),
         NG=ng, NGN=ngN, NG_1=max(ng, 1), NGN_1=max(ngN, 1), **fn, has_cost=int(cost), has_cost_n=int(cost_n),
-        convex_tau=literal(CONVEXIFY_TAU[real], real), fs="f" if real == "float" else "",
-        jacobi_eps=literal(4 * float(np.finfo(np.float32 if real == "float" else np.float64).eps) / 2, real),
-        jacobi_big=literal(1e15 if real == "double" else 1e7, real),
-        flt_limit=literal(1e300 if real == "double" else 1e37, real),
+        **_convexify_constants(real), fs="f" if real == "float" else "",
         soft_g=", ".join(["1" if spec.soft_path else "0"] * max(ng, 1)), soft_g_flag=1 if spec.soft_path else 0,
         soft_bx_flag=1 if spec.soft else 0,
         NBX_1=max(nb, 1), rate=1 if spec.rate else 0, n_out=spec.step.n_out(), warm_start=WARM_START,
