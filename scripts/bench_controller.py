@@ -36,6 +36,9 @@ Three tables, per model (every built-in one by default), every figure measured i
    swing-up (no run of more than 5 failed samples, inputs finite and within
    the bounds), a budget of 3 QP and 2 SQP iterations (still upright, no
    sample over it), and the Python RTIController against IPOPT's warm MPC.
+9. Cold starts from 22 far cart-pole states (issue 24): the SQP with
+   Gauss-Newton and with exact Hessians side by side, against IPOPT from the
+   same state (`--cold-starts-only`).
 5. The price of a nonlinear path constraint (issue 16): the cart-pole
    swing-up at N = 20 with and without a soft power limit |F v| <= P (two
    rows, nonlinear in x and u), time per RTI sample on the host and
@@ -67,6 +70,7 @@ from chain_mass import chain_model, chain_ocp
 from shooting.codegen import export_controller, export_integrator, load_controller, load_step, qemu_mps2
 from shooting.controller.board import board_loop
 from shooting.controller.c_source import ControllerSpec, controller_spec, generate_controller
+from shooting.mpc.sqp import SQP_STATUS
 
 ACADOS_US = {"regulation": 77.0, "swing-up": 437.0}
 
@@ -509,11 +513,48 @@ def noise_targets(ocp: shooting.MultipleShootingOCP, board: dict[str, float], lo
           f"{times['ipopt'][0] * 1e6:.0f} us; {gap:.1e} of the input range)")
 
 
+def far_starts(count: int, seed: int = 23) -> list[np.ndarray]:
+    """Cart-pole starts: p in [-1, 1] m, theta in [-pi, pi], v in [-1, 1] m/s, omega in [-2, 2] rad/s."""
+    rng = np.random.default_rng(seed)
+    low, high = np.array([-1.0, -np.pi, -1.0, -2.0]), np.array([1.0, np.pi, 1.0, 2.0])
+    return [rng.uniform(low, high) for _ in range(count)]
+
+
+def cold_start_table(count: int) -> None:
+    """Table 9: SQP from far cart-pole starts (the Python RTIController's solve, the C's method) with Gauss-Newton
+    and exact Hessians, against IPOPT from the same state (the OCP's own initial guess for all)."""
+    cp = shooting.load_model("cartpole")
+    ocp = shooting.build_ocp(shooting.default_scenario(cp), cp)
+    print(f"9. Cold starts: SQP (300 iterations at most) from {count} far cart-pole starts, N = {ocp.horizon}, "
+          f"from the OCP's initial guess; 'same' = the first input within 1e-4 of its range of IPOPT's")
+    print(f"{'start':<34} {'IPOPT cost':>11} {'GN its':>6} {'GN':>10} {'exact its':>9} {'exact':>10}")
+    counts: dict[str, list[int]] = {"gauss-newton": [], "exact": []}
+    reached = {"gauss-newton": 0, "exact": 0}
+    for x0 in far_starts(count):
+        truth = ocp.solve(x0)
+        row = f"{np.array2string(x0, precision=2, separator=','):<34} {truth.cost:>11.4g}"
+        for hessian in ("gauss-newton", "exact"):
+            res = shooting.RTIController(ocp, hessian=hessian, initialize_with_ipopt=False).solve(x0, max_iter=300)
+            same = res.status == 0 and truth.success and abs(res.u[0, 0] - truth.u[0, 0]) <= 1e-4 * 160
+            verdict_text = "same" if same else ("other min" if res.status == 0 else SQP_STATUS[res.status])
+            reached[hessian] += same
+            if res.status == 0:
+                counts[hessian].append(res.iterations)
+            row += f" {res.iterations:>{6 if hessian == 'gauss-newton' else 9}} {verdict_text:>10}"
+        print(row, flush=True)
+    for hessian, its in counts.items():
+        print(f"{hessian}: converged from {len(its)} of {count}, to IPOPT's solution from {reached[hessian]}; "
+              f"iterations median {np.median(its) if its else float('nan'):.0f}")
+    print()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer samples (for the tests)")
     parser.add_argument("--targets-only", action="store_true", help="only table 7 (issue 15's targets)")
     parser.add_argument("--deadline-only", action="store_true", help="only table 8 (issue 23's targets)")
+    parser.add_argument("--cold-starts-only", action="store_true",
+                        help="only table 9 (far cold starts, Gauss-Newton and exact Hessians)")
     add_models_option(parser)
     args = parser.parse_args(argv)
     models = selected_models(parser, args)
@@ -526,6 +567,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.deadline_only:
             deadline_table(Path(tmp), 100 if args.quick else 1000, 1 if args.quick else 3)
             return 0
+        if args.cold_starts_only:
+            cold_start_table(4 if args.quick else 22)
+            return 0
         host_table(models, horizon, 10 if args.quick else 100, Path(tmp))
         step_table(models, Path(tmp), 200 if args.quick else 5000)
         board_table(models, horizon, 5 if args.quick else 100)
@@ -537,6 +581,7 @@ def main(argv: list[str] | None = None) -> int:
             if not args.quick and any(m.name == "quadrotor" for m in models):
                 targets_table(40, 100, Path(tmp))
                 deadline_table(Path(tmp), 1000, 3)
+            cold_start_table(4 if args.quick else 22)
     return 0
 
 
