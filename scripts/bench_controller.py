@@ -553,6 +553,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer samples (for the tests)")
     parser.add_argument("--targets-only", action="store_true", help="only table 7 (issue 15's targets)")
     parser.add_argument("--deadline-only", action="store_true", help="only table 8 (issue 23's targets)")
+    parser.add_argument("--board-only", action="store_true",
+                        help="only table 3 (the float controllers on the emulated Cortex-M4: what to budget)")
     parser.add_argument("--cold-starts-only", action="store_true",
                         help="only table 9 (far cold starts, Gauss-Newton and exact Hessians)")
     add_models_option(parser)
@@ -566,6 +568,9 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.deadline_only:
             deadline_table(Path(tmp), 100 if args.quick else 1000, 1 if args.quick else 3)
+            return 0
+        if args.board_only:
+            board_table(models, horizon, 5 if args.quick else 100)
             return 0
         if args.cold_starts_only:
             cold_start_table(4 if args.quick else 22)

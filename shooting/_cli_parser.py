@@ -215,6 +215,10 @@ def _add_controller(sub: "argparse._SubParsersAction[_Parser]") -> None:
     ctl.add_argument("--real", choices=REALS, default="double")
     ctl.add_argument("--qp", choices=CONTROLLER_QPS, default=CONTROLLER_QPS[0],
                      help="QP solver of the C (the stage-wise QP by an interior point with a Riccati recursion)")
+    ctl.add_argument("--hessian", choices=HESSIANS, default="gauss-newton",
+                     help="the QP's Hessian: gauss-newton (the costs', default) or exact (the Lagrangian's: the "
+                          "dynamics' and constraints' curvature at the last QP's multipliers, each stage's block "
+                          "projected to positive definite)")
     ctl.add_argument("--target", choices=TARGETS, default="host",
                      help="cortex-m4: cross-compile, report flash/RAM; with --check run on an emulated Cortex-M4")
     ctl.add_argument("--check", action="store_true",

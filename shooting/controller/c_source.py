@@ -34,6 +34,7 @@ from shooting.controller.ocp_qp import ocp_qp_source
 from shooting.integrate.integrator import build_integrator
 from shooting.model import Model
 from shooting.mpc.costs import CONVEXIFY_TAU
+from shooting.mpc.curvature import curvature_functions
 from shooting.mpc.divergence import prediction_limit
 from shooting.mpc.ocp import MultipleShootingOCP
 from shooting.mpc.rti_stage import constraint_functions, cost_expansions, cost_values
@@ -49,7 +50,7 @@ from shooting.mpc.sqp import (
     SQP_TOLERANCES,
     qp_tolerances,
 )
-from shooting.options import REALS, Real
+from shooting.options import HESSIANS, REALS, Hessian, Real
 from shooting.qp import OCP_QP_TOLERANCES, OCPQPSizes
 
 #: The package of this module's C templates (mpc.c.in, mpc.h.in).
@@ -133,6 +134,11 @@ class ControllerSpec:
     max_qp_iterations, max_sqp_iterations : int
         The budget's defaults (``NAME_mpc_set_budget``): interior-point iterations per QP, SQP iterations per
         sample.
+    hessian : {"gauss-newton", "exact"}
+        The QP's Hessian: the costs' (Gauss-Newton for the dynamics), or the Lagrangian's.
+    curvature, curvature_n : casadi.Function or None
+        With ``hessian="exact"``: the constraints' curvature per stage and at the end
+        (`shooting.mpc.curvature.curvature_functions`).
     """
 
     model: Model
@@ -169,6 +175,9 @@ class ControllerSpec:
     cost_value_n: ca.Function | None = None
     max_qp_iterations: int = 50
     max_sqp_iterations: int = COLD_START_ITERATIONS
+    hessian: Hessian = "gauss-newton"
+    curvature: ca.Function | None = None
+    curvature_n: ca.Function | None = None
 
     @property
     def rate(self) -> bool:
@@ -200,8 +209,8 @@ class ControllerSpec:
 
 
 def controller_spec(ocp: MultipleShootingOCP, *, x0: object = None, guess: tuple[object, object] | None = None,
-                    max_qp_iterations: int | None = None, max_sqp_iterations: int | None = None
-                    ) -> ControllerSpec:
+                    max_qp_iterations: int | None = None, max_sqp_iterations: int | None = None,
+                    hessian: Hessian = "gauss-newton") -> ControllerSpec:
     """What the C controller of `ocp` needs, with its initial trajectory guess.
 
     Parameters
@@ -216,6 +225,9 @@ def controller_spec(ocp: MultipleShootingOCP, *, x0: object = None, guess: tuple
         A trajectory guess, shapes (N+1, nx) and (N, nu), instead of the solve.
     max_qp_iterations, max_sqp_iterations : int, optional
         The budget's defaults (default `MAX_QP_ITERATIONS` and `COLD_START_ITERATIONS`).
+    hessian : {"gauss-newton", "exact"}
+        ``"exact"``: each stage's Hessian block adds the constraints' curvature at the last QP's multipliers
+        (the Lagrangian's Hessian, projected to positive definite per stage), as ``RTIController(hessian=)``.
 
     Returns
     -------
@@ -224,15 +236,15 @@ def controller_spec(ocp: MultipleShootingOCP, *, x0: object = None, guess: tuple
     Raises
     ------
     ValueError
-        Path or terminal constraints or extra costs (the C solves the
-        quadratic tracking problem only), a rate penalty ``R_delta`` (not
-        supported by the C controller yet), an input weight R that is not
-        positive definite, soft bounds with ``slack_l2 = 0``, or an OCP that
-        IPOPT cannot solve from `x0` (`GuessNotSolved`, a ValueError).
+        Bounds on algebraic states, an input weight R + R_delta that is not
+        positive definite, soft bounds with ``slack_l2 = 0``, an unknown
+        `hessian`, or an OCP that IPOPT cannot solve from `x0`
+        (`GuessNotSolved`, a ValueError).
     """
     if not isinstance(ocp, MultipleShootingOCP):
         raise ValueError(f"ocp must be a shooting.MultipleShootingOCP, got {type(ocp).__name__}")
     budget = budget_defaults(max_qp_iterations, max_sqp_iterations)
+    hessian = _validate.choice(hessian, HESSIANS, "hessian")
     m = ocp.model
     if m.nz and (np.isfinite(m.z_min).any() or np.isfinite(m.z_max).any()):
         raise ValueError(f"the C controller does not impose the bounds on the algebraic states of model {m.name} "
@@ -264,6 +276,7 @@ def controller_spec(ocp: MultipleShootingOCP, *, x0: object = None, guess: tuple
     path, terminal = constraint_functions(ocp)
     cost_model, cost_model_n = cost_expansions(ocp)
     cost_value, cost_value_n = cost_values(ocp)
+    curvature, curvature_n = curvature_functions(ocp, unroll=None) if hessian == "exact" else (None, None)
     return ControllerSpec(
         model=model, step=step, horizon=ocp.horizon, dt=float(ocp.dt),
         method=ocp.problem.tableau.name or "custom tableau", steps=int(ocp.steps),
@@ -275,7 +288,8 @@ def controller_spec(ocp: MultipleShootingOCP, *, x0: object = None, guess: tuple
         x_guess=np.asarray(x_guess, dtype=float), u_guess=np.asarray(u_guess, dtype=float), guess_origin=origin,
         path=path, terminal=terminal, soft_path=bool(ocp.soft_path_constraints) and path is not None,
         cost_model=cost_model, cost_model_n=cost_model_n, cost_value=cost_value, cost_value_n=cost_value_n,
-        max_qp_iterations=budget[0], max_sqp_iterations=budget[1],
+        max_qp_iterations=budget[0], max_sqp_iterations=budget[1], hessian=hessian, curvature=curvature,
+        curvature_n=curvature_n,
     )
 
 
@@ -372,8 +386,11 @@ def generate_controller(spec: ControllerSpec, name: str, *, real: Real = "double
     )
     fn = {key: emitter.add(f) if f is not None else f"no_{key}" for key, f in (
         ("path", spec.path), ("terminal", spec.terminal), ("cost_model", spec.cost_model),
-        ("cost_model_n", spec.cost_model_n), ("cost_value", spec.cost_value), ("cost_value_n", spec.cost_value_n))}
-    cost, cost_n = spec.cost_model is not None, spec.cost_model_n is not None
+        ("cost_model_n", spec.cost_model_n), ("cost_value", spec.cost_value), ("cost_value_n", spec.cost_value_n),
+        ("curvature", spec.curvature), ("curvature_n", spec.curvature_n))}
+    exact, exact_n = spec.curvature is not None, spec.curvature_n is not None
+    # (the exact Hessian's per-stage blocks take the extra costs' path, with or without a cost function)
+    cost, cost_n = spec.cost_model is not None or exact, spec.cost_model_n is not None or exact_n
     values.update(HK_LEN=N * z.nx * z.nx if cost else 1, SK_LEN=N * z.nu * z.nx if cost else 1,
                   RK_LEN=N * z.nu * z.nu if cost else 1, HNK_LEN=z.nx * z.nx if cost_n else 1,
                   QK_LEN=(N + 1) * z.nx if cost or cost_n else 1, RKG_LEN=N * z.nu if cost or cost_n else 1)
@@ -383,6 +400,8 @@ def generate_controller(spec: ControllerSpec, name: str, *, real: Real = "double
         **{k: values[k] for k in ("name", "NAME", "version", "NX", "NU", "NP", "NP_1", "N", "NXQ", "NBX", "G_LEN")},
         NZ=model.nz, NZ_1=max(model.nz, 1), z0=_values(model.z0 if model.nz else [0.0], real),
         NG=ng, NGN=ngN, NG_1=max(ng, 1), NGN_1=max(ngN, 1), **fn, has_cost=int(cost), has_cost_n=int(cost_n),
+        has_cost_f=int(spec.cost_model is not None), has_cost_nf=int(spec.cost_model_n is not None),
+        exact=int(exact), exact_n=int(exact_n),
         **_convexify_constants(real), fs="f" if real == "float" else "",
         soft_g=", ".join(["1" if spec.soft_path else "0"] * max(ng, 1)), soft_g_flag=1 if spec.soft_path else 0,
         soft_bx_flag=1 if spec.soft else 0,
@@ -417,7 +436,8 @@ def generate_controller(spec: ControllerSpec, name: str, *, real: Real = "double
         "qp": {"variables": spec.nv, "stages": spec.horizon, "stage_states": z.nx, "stage_inputs": z.nu,
                "bounded_states": nb, "max_iterations": spec.max_qp_iterations, "soft_x_bounds": spec.soft,
                "slack_l1": spec.slack_l1, "slack_l2": spec.slack_l2, "tolerances": tol,
-               "warm_start": bool(WARM_START), "method": "interior point (Mehrotra), square-root Riccati per stage"},
+               "warm_start": bool(WARM_START), "method": "interior point (Mehrotra), square-root Riccati per stage",
+               "hessian": spec.hessian},
         "budget": {"max_qp_iterations": spec.max_qp_iterations, "max_sqp_iterations": spec.max_sqp_iterations},
         "guess": spec.guess_origin, "reentrant": emitter.reentrant, "heap": False,
         **measured, **dict(metadata or {}),

@@ -25,6 +25,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,12 +45,14 @@ from shooting.controller.board import (
 from shooting.controller.c_source import ControllerSpec
 from shooting.controller.host import load_controller
 from shooting.controller.loop_run import LoopRun
+from shooting.mpc.curvature import curvature_functions, row_multipliers
 from shooting.mpc.ocp import MultipleShootingOCP
 from shooting.mpc.rti import RTIController
 from shooting.mpc.rti_stage import StageQPBuilder
 from shooting.mpc.simulate import simulate_closed_loop
 from shooting.mpc.sqp import COLD_START_ITERATIONS, SQP_TOLERANCES, sqp
-from shooting.qp import solve_stage_qp
+from shooting.options import Hessian
+from shooting.qp import OCP_QP_TOLERANCES, StageQP, solve_stage_qp
 
 __all__ = ["MAX_TOLERANCE", "NOISE_SEED", "REFERENCE_AGREEMENT", "REFERENCE_IPOPT_OPTIONS", "TOLERANCE_FLOOR",
            "TOLERANCE_SAFETY", "LoopRun", "Tolerance", "board_loop", "compare_inputs", "host_loop", "input_scale",
@@ -88,11 +91,12 @@ def reference_loop(ocp: MultipleShootingOCP, x0: FloatArray, steps: int, noise: 
     return x, u
 
 
-def reference_run(ocp: MultipleShootingOCP, x0: FloatArray, steps: int, noise: float = 0.0
-                  ) -> tuple[FloatArray, FloatArray, list[str]]:
-    """`reference_loop` with each sample's status (the check's explanations read them)."""
-    traj = simulate_closed_loop(RTIController(ocp), x0, steps, plant_method=PLANT_METHOD, plant_steps=PLANT_STEPS,
-                                noise_std=noise or None, seed=NOISE_SEED, progress=False)
+def reference_run(ocp: MultipleShootingOCP, x0: FloatArray, steps: int, noise: float = 0.0, *,
+                  hessian: Hessian = "gauss-newton") -> tuple[FloatArray, FloatArray, list[str]]:
+    """`reference_loop` with each sample's status (the check's explanations read them); `hessian` as the
+    export's (`RTIController`'s)."""
+    traj = simulate_closed_loop(RTIController(ocp, hessian=hessian), x0, steps, plant_method=PLANT_METHOD,
+                                plant_steps=PLANT_STEPS, noise_std=noise or None, seed=NOISE_SEED, progress=False)
     return traj.x, traj.u, [str(s) for s in traj.status]
 
 
@@ -194,6 +198,10 @@ def input_tolerance(ocp: MultipleShootingOCP, spec: ControllerSpec, x0: FloatArr
     tolerance on the step (relative to 1 + the trajectory's largest entry, here
     on the inputs' scale): the first sample iterates to convergence, and two
     converged iterates may differ by one last step below that tolerance.
+    With ``hessian="exact"`` the stage blocks also move by the constraints'
+    curvature at multipliers off by the QP's stopping tolerance in `real`
+    (``tol_stat`` of the largest multiplier, per entry): the curvature is
+    linear in them, and a float QP's multipliers are no more exact than that.
     """
     N, nx, nu = ocp.horizon, ocp.nx, ocp.nu
     builder = StageQPBuilder(ocp)
@@ -207,6 +215,7 @@ def input_tolerance(ocp: MultipleShootingOCP, spec: ControllerSpec, x0: FloatArr
     cold = sqp(xs, ug, lambda a, b, f: builder.sqp_step(a, b, d["x_ref"], d["u_ref"], d["p"], 0.0, zero, loose=f),
                lambda a, b: ocp.cost(a, b), lambda a, b: builder.defects(a, b, d["p"], 0.0),
                max_iter=COLD_START_ITERATIONS)
+    multipliers = _multiplier_curvature(ocp, spec, xg, ug, real)
     cast = np.float32 if real == "float" else np.float64
     z0 = (spec.model.z0,) if spec.model.nz else ()  # (a DAE's step: Newton from the model's z0)
     vectors = [[np.asarray(v, dtype=cast).astype(float) for v in (xg[k], ug[k], spec.p0, k * spec.dt, spec.dt, *z0)]
@@ -230,6 +239,8 @@ def input_tolerance(ocp: MultipleShootingOCP, spec: ControllerSpec, x0: FloatArr
         for name in ("Q", "S", "R", "Q_N", "q", "r", "x0"):
             v = np.asarray(getattr(q, name), dtype=float)
             setattr(q, name, v * (1 + u * rng.uniform(-1, 1, v.shape)))
+        if multipliers is not None:
+            multipliers(q, rng)
         moved = solve_stage_qp(q, x_guess=x_start, u_guess=ug)
         if moved.status == 0:
             move = np.abs(moved.u - exact.u) / scale
@@ -250,6 +261,40 @@ def input_tolerance(ocp: MultipleShootingOCP, spec: ControllerSpec, x0: FloatArr
         first_u, label = None, "none (neither IPOPT nor the Python SQP converged from the guess)"
     return Tolerance(min(applied, cap), first, min(prediction, cap), whole, first_u, label,
                      capped=TOLERANCE_SAFETY * max(first, whole) > cap)
+
+
+def _multiplier_curvature(ocp: MultipleShootingOCP, spec: ControllerSpec, xg: FloatArray, ug: FloatArray,
+                          real: str) -> Callable[[StageQP, np.random.Generator], None] | None:
+    """For ``hessian="exact"``: a perturbation of a stage QP's blocks by the curvature of multiplier errors at the
+    QP's stopping tolerance (see `input_tolerance`), from the multipliers of the first QP at the guess; None for
+    Gauss-Newton's Hessian."""
+    if spec.hessian != "exact":
+        return None
+    N, nx = ocp.horizon, ocp.nx
+    builder = StageQPBuilder(ocp)
+    d = ocp.layout.unpack_parameters(ocp.parameters(xg[0]))
+    zero = np.zeros(ocp.nu)
+    qp = builder.with_state(builder.build(xg, ug, d["x_ref"], d["u_ref"], d["p"], 0.0, zero), xg[0], zero)
+    res = solve_stage_qp(qp, x_guess=builder.guess(xg, ug, zero), u_guess=ug)
+    pi, lam = np.asarray(res.pi, dtype=float)[:, :nx], np.asarray(res.lam, dtype=float)
+    z = qp.sizes
+    mu, _ = row_multipliers(lam, N, z.nu, z.nbx, z.ng, z.ngN)
+    size = OCP_QP_TOLERANCES["float" if real == "float" else "double"]["tol_stat"] * max(
+        float(np.abs(pi).max(initial=0.0)), float(np.abs(mu).max(initial=0.0)), 1.0)
+    stage, _ = curvature_functions(ocp)
+    times = ocp.dt * np.arange(N)
+    p = np.asarray(d["p"], dtype=float)
+
+    def perturb(q: StageQP, rng: np.random.Generator) -> None:
+        dpi, dmu = size * rng.uniform(-1, 1, pi.shape), size * rng.uniform(-1, 1, mu.shape)
+        W = np.array(stage.map(N)(xg[:N].T, ug.T, p.T, times[None, :], dpi.T, dmu.T), dtype=float)
+        W = W.reshape(nx + ocp.nu, N, nx + ocp.nu).transpose(1, 0, 2)  # (W_k side by side: (N, n, n))
+        assert q.Q is not None and q.S is not None and q.R is not None
+        q.Q[:, :nx, :nx] += W[:, :nx, :nx]
+        q.S[:, :, :nx] += W[:, nx:, :nx]
+        q.R[...] = q.R + W[:, nx:, nx:]
+
+    return perturb
 
 
 def _write(export: CExport, folder: Path) -> None:

@@ -49,7 +49,7 @@ from shooting.controller.check import (
 )
 from shooting.controller.diagnosis import explain, status_hint
 from shooting.mpc.ocp import MultipleShootingOCP
-from shooting.options import REALS, TARGETS, Real, Target
+from shooting.options import HESSIANS, REALS, TARGETS, Hessian, Real, Target
 
 __all__ = ["CHECK_SAMPLES", "REJECTED_NOTE", "check_controller_export", "export_controller", "rejected_files"]
 
@@ -146,7 +146,7 @@ class _Runs(ExportRuns):
         """The reference loop's inputs (K, nu) and statuses."""
         if self._ref is None:
             self.say(f"running the Python RTIController for {self.steps} samples (the reference)")
-            _, u, status = reference_run(self.ocp, self.x0, self.steps, self.noise)
+            _, u, status = reference_run(self.ocp, self.x0, self.steps, self.noise, hessian=self.spec.hessian)
             self._ref = u, status
         return self._ref
 
@@ -224,6 +224,7 @@ def export_controller(
     max_sqp_iterations: int | None = None,
     check_noise: float = 0.0,
     keep_failed: bool = False,
+    hessian: Hessian = "gauss-newton",
 ) -> ExportReport:
     """Export the real-time-iteration controller of `ocp` as C into `out_dir`, optionally checked.
 
@@ -233,9 +234,9 @@ def export_controller(
     Parameters
     ----------
     ocp : MultipleShootingOCP
-        Quadratic tracking cost, input bounds, hard or soft state bounds
-        (``soft_x_bounds``), references per stage, model parameters. Path or
-        terminal constraints and extra costs are refused.
+        Tracking cost with extra stage and terminal costs, input bounds,
+        hard or soft state bounds (``soft_x_bounds``), path and terminal
+        constraints, a rate penalty, references per stage, model parameters.
     out_dir : str or path
         Created if missing; files we did not write are never touched.
     real : {"double", "float"}
@@ -274,6 +275,11 @@ def export_controller(
         When a check fails, install the rejected export anyway, its manifest
         marked ``"check_failed"`` and `REJECTED_NOTE` beside it saying why
         (``ok`` stays False); by default a failed check writes nothing.
+    hessian : {"gauss-newton", "exact"}
+        The QP's Hessian: the costs' own (Gauss-Newton for the dynamics), or
+        the Lagrangian's, the constraints' curvature at the last QP's
+        multipliers added and each stage's block projected to positive
+        definite (as ``RTIController(hessian=)``, which the checks compare with).
 
     Returns
     -------
@@ -311,12 +317,13 @@ def export_controller(
         _check_float_weights(ocp)
     start = ocp.model.x0 if x0 is None else _validate.vector(x0, ocp.model.nx, "x0", broadcast=False)
     budget_defaults(max_qp_iterations, max_sqp_iterations)  # (refused before the long work)
+    hessian = _validate.choice(hessian, HESSIANS, "hessian")
     noise = _validate.real(check_noise, "check_noise", minimum=0.0)
 
     say(f"solving the OCP from x0 with IPOPT for the initial guess (N = {ocp.horizon})")
     try:
         spec = controller_spec(ocp, x0=start, max_qp_iterations=max_qp_iterations,
-                               max_sqp_iterations=max_sqp_iterations)
+                               max_sqp_iterations=max_sqp_iterations, hessian=hessian)
     except GuessNotSolved as err:  # a failed solve: reported, nothing written
         return ExportReport(ok=False, name=name, out_dir=out, files=[], errors={},
                             problems=(str(err),))

@@ -31,8 +31,15 @@ __all__ = ["curvature_functions", "row_multipliers"]
 FloatArray = npt.NDArray[np.float64]
 
 
-def curvature_functions(ocp: MultipleShootingOCP) -> tuple[ca.Function, ca.Function | None]:
+def curvature_functions(ocp: MultipleShootingOCP, *, unroll: bool | int | None = HOST_UNROLL_STEPS
+                        ) -> tuple[ca.Function, ca.Function | None]:
     """The stage block W_k and the terminal W_N of the module docstring.
+
+    Parameters
+    ----------
+    ocp : MultipleShootingOCP
+    unroll : bool or int or None
+        The second-order step's unrolling (`shooting.build_integrator`; the C export passes None, its default).
 
     Returns
     -------
@@ -44,7 +51,7 @@ def curvature_functions(ocp: MultipleShootingOCP) -> tuple[ca.Function, ca.Funct
     """
     nx, nu, npar = ocp.nx, ocp.nu, ocp.np
     con = ocp.problem.constraints
-    step = build_integrator(ocp.model, ocp.method, ocp.steps, "second-order", unroll=HOST_UNROLL_STEPS,
+    step = build_integrator(ocp.model, ocp.method, ocp.steps, "second-order", unroll=unroll,
                             name=f"{ocp.model.name}_so_step")
     x, u, p, t = ca.MX.sym("x", nx), ca.MX.sym("u", nu), ca.MX.sym("p", npar), ca.MX.sym("t")
     pi = ca.MX.sym("pi", nx)

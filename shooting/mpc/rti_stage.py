@@ -40,6 +40,7 @@ import numpy as np
 import numpy.typing as npt
 
 from shooting.integrate.integrator import HOST_UNROLL_STEPS, build_integrator
+from shooting.mpc.costs import convexify
 from shooting.mpc.curvature import curvature_functions, row_multipliers
 from shooting.mpc.ocp import MultipleShootingOCP
 from shooting.mpc.rti_data import (
@@ -224,6 +225,16 @@ class StageQPBuilder:
         stage, terminal = self._curvature
         times = t0 + ocp.dt * np.arange(N)
         W = as_blocks(stage(xb[:N].T, ub.T, p.T, times[None, :], multipliers.pi[:, :nx].T, mu.T), (N, n, n), True)
+        base = np.zeros((N, n, n))
+        base[:, :nx, :nx], base[:, nx:, nx:] = 2 * ocp.Q, 2 * ocp.R
+        cost_blocks = M if M is not None else base
+        # A stage whose Lagrangian block is not positive definite keeps its cost's block (Gauss-Newton's there):
+        # projecting the sum instead changes the Newton step it stands for (two_link_arm from IPOPT's optimum:
+        # linear convergence at rate 0.98, 100+ iterations, against 17 this way and 17 with Gauss-Newton's).
+        W = np.array(W)
+        for k in range(N):
+            if convexify(cost_blocks[k] + W[k])[1]:
+                W[k] = 0.0
         Q, S, R, q, r = qp.Q, qp.S, qp.R, qp.q, qp.r
         assert Q is not None and S is not None and R is not None and q is not None and r is not None
         Wxx, Wux, Wuu = W[:, :nx, :nx], W[:, nx:, :nx], W[:, nx:, nx:]
@@ -232,16 +243,17 @@ class StageQPBuilder:
         R += Wuu
         q[:N, :nx] -= np.einsum("kij,kj->ki", Wxx, xb[:N]) + np.einsum("kji,kj->ki", Wux, ub)
         r -= np.einsum("kij,kj->ki", Wux, xb[:N]) + np.einsum("kij,kj->ki", Wuu, ub)
-        base = np.zeros((N, n, n))
-        base[:, :nx, :nx], base[:, nx:, nx:] = 2 * ocp.Q, 2 * ocp.R
-        blocks = (M if M is not None else base) + W
+        blocks = cost_blocks + W
         if terminal is None:
             return blocks, M_N
         W_N = np.array(terminal(xb[N], p[N - 1], nuN), dtype=float)
+        cost_N = M_N if M_N is not None else 2 * ocp.Q_terminal
+        if convexify(cost_N + W_N)[1]:  # (as the stages')
+            W_N = np.zeros_like(W_N)
         assert qp.Q_N is not None
         qp.Q_N[:nx, :nx] += W_N
         q[N, :nx] -= W_N @ xb[N]
-        return blocks, (M_N if M_N is not None else 2 * ocp.Q_terminal) + W_N
+        return blocks, cost_N + W_N
 
     def solve(self, qp: StageQP, *, x_guess: FloatArray | None = None, u_guess: FloatArray | None = None,
               max_iter: int = 100, tolerances: dict[str, float] | None = None, warm: StageQPResult | None = None,
