@@ -384,13 +384,8 @@ def generate_controller(spec: ControllerSpec, name: str, *, real: Real = "double
         G_LEN=max(N * ng, 1), CN_LEN=max(ngN * z.nx, 1), GN_LEN=max(ngN, 1),
         UREF_LEN=1 if ru2_inverse is not None else N * model.nu,
     )
-    fn = {key: emitter.add(f) if f is not None else f"no_{key}" for key, f in (
-        ("path", spec.path), ("terminal", spec.terminal), ("cost_model", spec.cost_model),
-        ("cost_model_n", spec.cost_model_n), ("cost_value", spec.cost_value), ("cost_value_n", spec.cost_value_n),
-        ("curvature", spec.curvature), ("curvature_n", spec.curvature_n))}
-    exact, exact_n = spec.curvature is not None, spec.curvature_n is not None
-    # (the exact Hessian's per-stage blocks take the extra costs' path, with or without a cost function)
-    cost, cost_n = spec.cost_model is not None or exact, spec.cost_model_n is not None or exact_n
+    fn = _stage_functions(spec, emitter)
+    cost, cost_n = bool(fn["has_cost"]), bool(fn["has_cost_n"])
     values.update(HK_LEN=N * z.nx * z.nx if cost else 1, SK_LEN=N * z.nu * z.nx if cost else 1,
                   RK_LEN=N * z.nu * z.nu if cost else 1, HNK_LEN=z.nx * z.nx if cost_n else 1,
                   QK_LEN=(N + 1) * z.nx if cost or cost_n else 1, RKG_LEN=N * z.nu if cost or cost_n else 1)
@@ -399,9 +394,7 @@ def generate_controller(spec: ControllerSpec, name: str, *, real: Real = "double
         TEMPLATES, "mpc.c.in",
         **{k: values[k] for k in ("name", "NAME", "version", "NX", "NU", "NP", "NP_1", "N", "NXQ", "NBX", "G_LEN")},
         NZ=model.nz, NZ_1=max(model.nz, 1), z0=_values(model.z0 if model.nz else [0.0], real),
-        NG=ng, NGN=ngN, NG_1=max(ng, 1), NGN_1=max(ngN, 1), **fn, has_cost=int(cost), has_cost_n=int(cost_n),
-        has_cost_f=int(spec.cost_model is not None), has_cost_nf=int(spec.cost_model_n is not None),
-        exact=int(exact), exact_n=int(exact_n),
+        NG=ng, NGN=ngN, NG_1=max(ng, 1), NGN_1=max(ngN, 1), **fn,
         **_convexify_constants(real), fs="f" if real == "float" else "",
         soft_g=", ".join(["1" if spec.soft_path else "0"] * max(ng, 1)), soft_g_flag=1 if spec.soft_path else 0,
         soft_bx_flag=1 if spec.soft else 0,
@@ -445,6 +438,21 @@ def generate_controller(spec: ControllerSpec, name: str, *, real: Real = "double
     files = {f"{stem}.c": source, f"{stem}.h": header, "manifest.json": _json(manifest),
              "Makefile": render("Makefile.in", name=stem, version=VERSION)}
     return CExport(stem, files, manifest, {})
+
+
+def _stage_functions(spec: ControllerSpec, emitter: CEmitter) -> dict[str, str | int]:
+    """The optional stage functions' C names (``no_KEY`` for a missing one) and the template's flags for them."""
+    fn: dict[str, str | int] = {key: emitter.add(f) if f is not None else f"no_{key}" for key, f in (
+        ("path", spec.path), ("terminal", spec.terminal), ("cost_model", spec.cost_model),
+        ("cost_model_n", spec.cost_model_n), ("cost_value", spec.cost_value), ("cost_value_n", spec.cost_value_n),
+        ("curvature", spec.curvature), ("curvature_n", spec.curvature_n))}
+    exact, exact_n = spec.curvature is not None, spec.curvature_n is not None
+    # (the exact Hessian's per-stage blocks take the extra costs' path, with or without a cost function)
+    fn.update(has_cost=int(spec.cost_model is not None or exact), has_cost_n=int(spec.cost_model_n is not None or
+                                                                                 exact_n),
+              has_cost_f=int(spec.cost_model is not None), has_cost_nf=int(spec.cost_model_n is not None),
+              exact=int(exact), exact_n=int(exact_n))
+    return fn
 
 
 def _ru2_inverse(R: FloatArray) -> FloatArray | None:
