@@ -9,9 +9,10 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from shooting._cli_text import UsageError
+from shooting._version import VERSION
 from shooting.options import CONTROLLER_QPS, HESSIANS, NEWTON_METHODS, REALS, SENSITIVITIES, TARGETS
 
 __all__ = ["DESCRIPTION", "build_parser"]
@@ -22,6 +23,10 @@ DESCRIPTION = ("shooting-codegen: list models and tableaus, inspect a tableau, e
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)  # (an abbreviation accepted today breaks with tomorrow's option)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> NoReturn:  # one line, status 2 (argparse prints usage + message)
         raise UsageError(f"{message} (see '{self.prog} --help')")
 
@@ -90,6 +95,8 @@ _nonnegative_float = _number(float, lambda v: math.isfinite(v) and v >= 0, "a no
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``shooting-codegen`` (one-line errors, exit status 2)."""
     parser = _Parser(prog="shooting-codegen", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {VERSION}",
+                        help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
@@ -125,8 +132,12 @@ def _add_integrator(sub: "argparse._SubParsersAction[_Parser]") -> None:
                             "dt stays an input of the C function)")
     integ.add_argument("--out", required=True, metavar="DIR", help="output directory (created)")
     integ.add_argument("--name", help="C prefix and file stem (default <model>_<method>)")
-    integ.add_argument("--real", choices=REALS, default="double")
-    integ.add_argument("--sensitivities", choices=SENSITIVITIES, default="forward")
+    integ.add_argument("--real", choices=REALS, default="double",
+                       help="the C's floating-point type: double, or float (single precision throughout, its own "
+                            "sin/cos)")
+    integ.add_argument("--sensitivities", choices=SENSITIVITIES, default="forward",
+                       help="what the step returns beside x_next: forward (A, B), adjoint (A' lam, B' lam), "
+                            "second-order (A, B and the Hessian of lam' x_next), or none")
     integ.add_argument("--newton-iterations", type=_newton_iterations, help="Newton steps for implicit tableaus")
     integ.add_argument("--newton", choices=NEWTON_METHODS,
                        help="implicit tableaus: full Newton (default) or one reused factorisation (smaller code)")
@@ -188,9 +199,9 @@ def _add_mpc(sub: "argparse._SubParsersAction[_Parser]") -> None:
                      help="compile the OCP's NLP functions once per problem into the per-user cache and reuse them "
                           "in later runs (default: off, unless SHOOTING_COMPILE_NLP=1: the first run of a problem "
                           "pays 5-45 s of gcc, a later one saves 0.1-0.8 s)")
-    mpc.add_argument("--noise", type=_nonnegative_float, metavar="STD",
-                     help="standard deviation of additive process noise on every state")
-    mpc.add_argument("--seed", type=_nonnegative_int, help="seed of --noise (default 0)")
+    mpc.add_argument("--noise-std", "--noise", dest="noise", type=_nonnegative_float, metavar="STD",
+                     help="standard deviation of additive process noise on every state (--noise: the old name)")
+    mpc.add_argument("--seed", type=_nonnegative_int, help="seed of --noise-std (default 0)")
     _add_output_arguments(mpc, lint="do not warn when the OCP's step is outside its stability region at x0",
                           quiet="no progress lines or bar")
 
@@ -212,7 +223,11 @@ def _add_controller(sub: "argparse._SubParsersAction[_Parser]") -> None:
                           "linearisation that cannot be met is then never an infeasible QP)")
     ctl.add_argument("--slack-l1", type=_nonnegative_float, help="L1 weight of the slacks (default 1e3)")
     ctl.add_argument("--slack-l2", type=_positive_float, help="L2 weight of the slacks (default 1e2)")
-    ctl.add_argument("--real", choices=REALS, default="double")
+    ctl.add_argument("--real", choices=REALS, default="double",
+                     help="the C's floating-point type: double, or float (single precision throughout, its own "
+                          "sin/cos; the check's allowance follows)")
+    ctl.add_argument("--scenario", default="default",
+                     help="the model's scenario: 'default', or a named one (see 'shooting-codegen list')")
     ctl.add_argument("--qp", choices=CONTROLLER_QPS, default=CONTROLLER_QPS[0],
                      help="QP solver of the C (the stage-wise QP by an interior point with a Riccati recursion)")
     ctl.add_argument("--hessian", choices=HESSIANS, default="gauss-newton",

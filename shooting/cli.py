@@ -237,7 +237,8 @@ def _run_mpc(args: argparse.Namespace) -> int:
         args.compile_nlp = compile_nlp_default(False)
     scenario = _scenario(args, model, changes, ("sim_steps", "hessian", "compile_nlp"))
     _refuse_ineffective([
-        ("--seed", args.seed is not None and not args.noise, "without --noise (it seeds the noise)", "add --noise STD"),
+        ("--seed", args.seed is not None and not args.noise, "without --noise-std (it seeds the noise)",
+         "add --noise-std STD"),
         ("--x-ref", args.x_ref is not None and scenario.reference is not None,
          f"with --scenario {args.scenario}, whose reference varies in time", "choose another scenario"),
     ])

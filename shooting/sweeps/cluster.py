@@ -24,6 +24,7 @@ process of ours still alive after `CLOSE_SECONDS`.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import logging
 import os
 import signal
@@ -265,10 +266,21 @@ def open_pool(scheduler: str | None, workers: int | None, cases: int) -> Pool:
     -------
     Pool
     """
-    if scheduler is not None:
-        return _DaskPool(scheduler, 0)
     if workers is None:
         workers = max(1, min(os.cpu_count() or 1, cases))
-    if workers == 1:
+    if scheduler is None and workers == 1:
         return Pool()
-    return _DaskPool(None, workers)
+    require_dask()
+    return _DaskPool(scheduler, 0) if scheduler is not None else _DaskPool(None, workers)
+
+
+#: How to install what a sweep on Dask needs.
+DASK_INSTALL = "pip install 'shooting[sweep]'"
+
+
+def require_dask() -> None:
+    """Raise a ValueError naming the install command when Dask's `distributed` is not installed (the extra
+    ``shooting[sweep]``); a sweep with one worker runs in this process without it."""
+    if importlib.util.find_spec("distributed") is None:
+        raise ValueError(f"a sweep on Dask needs dask.distributed, which is not installed: {DASK_INSTALL} (or "
+                         f"run it in this process with workers=1 / --workers 1)")
