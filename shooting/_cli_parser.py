@@ -251,6 +251,10 @@ def _add_controller(sub: "argparse._SubParsersAction[_Parser]") -> None:
     ctl.add_argument("--max-sqp-iterations", type=_sqp_budget, metavar="J",
                      help="the budget's default: at most J SQP iterations per sample, a cold start's included (one "
                           "that needs more goes on at the next samples; default 100)")
+    ctl.add_argument("--firmware", choices=("stm32f405",),
+                     help="also write OUT/firmware/: startup code, linker script, clock (168 MHz) and USART set-up "
+                          "and a main.c running the check's closed loop on the board; make -C OUT/firmware builds "
+                          "firmware.elf (QEMU's netduinoplus2 runs it)")
     ctl.add_argument("--name", help="C prefix (default the model's name): NAME_mpc.c, NAME_mpc.h")
     _add_output_arguments(ctl, lint="do not warn when the step is outside its stability region at x0",
                           quiet="no progress lines")

@@ -145,7 +145,8 @@ def owned_files(directory: str | os.PathLike[str], record: str, legacy: Legacy |
         return set()
     listed = data.get("files")
     if isinstance(listed, list):
-        names = {str(f) for f in listed if isinstance(f, str) and "/" not in f and f not in (".", "..")}
+        names = {str(f) for f in listed if isinstance(f, str) and ("/" not in f or _nested(f)) and
+                 f not in (".", "..")}
     elif legacy is not None:
         names = set(legacy(data))
     else:
@@ -248,14 +249,17 @@ def check_destination(out: str | os.PathLike[str], names: Iterable[str], record:
     with _os_errors(out, "read"):
         present = {p.name for p in out.iterdir() if not _transient(p.name)}
     _, moving, removing = _journal(out)  # an install that was killed: `recover` will finish it
-    foreign = present - owned_files(out, record, legacy) - set(moving) - set(removing)
+    owned = owned_files(out, record, legacy)
+    folders = {n.split("/")[0] for n in owned | set(names) if _nested(n)}  # (our one-level folders: firmware/)
+    foreign = present - owned - folders - set(moving) - set(removing)
     if foreign and not force:
         raise ValueError(
             f"output directory {out} is not empty and was not written by shooting "
             f"({len(foreign)} other file(s), e.g. {sorted(foreign)[0]}): choose an empty or new --out, "
             f"or pass --force to add our files beside them"
         )
-    clobbered = sorted(foreign & set(names))
+    clobbered = sorted((foreign & set(names)) | {n for n in names if _nested(n) and n not in owned and
+                                                 (out / n).exists()})
     if clobbered:
         raise ValueError(f"refusing to overwrite {out / clobbered[0]}, which shooting did not write")
 
@@ -274,10 +278,19 @@ def _locked(directory: Path) -> Iterator[None]:
         os.close(fd)  # closing releases the lock
 
 
+def _nested(name: str) -> bool:
+    """A name one folder deep (``firmware/main.c``): the only nested names we write, move and delete."""
+    parts = name.split("/")
+    return len(parts) == 2 and all(p and p not in (".", "..") for p in parts)
+
+
 def _move_all(out: Path, stage: Path, order: list[str]) -> None:
-    """Rename ``stage/name`` to ``out/name`` for every name still in `stage`, in `order`."""
+    """Rename ``stage/name`` to ``out/name`` for every name still in `stage`, in `order` (a nested name's folder
+    created when missing)."""
     for name in order:
         if (stage / name).exists():
+            if _nested(name):
+                (out / name).parent.mkdir(exist_ok=True)
             os.replace(stage / name, out / name)
 
 
@@ -306,8 +319,11 @@ def _remove_all(out: Path, names: Iterable[str]) -> None:
     """Delete ``out/name`` for each name that is still there as a file or a symbolic link (never a directory)."""
     for name in names:
         path = out / name
-        if "/" not in name and not _transient(name) and (path.is_symlink() or path.is_file()):
+        if ("/" not in name or _nested(name)) and not _transient(name) and (path.is_symlink() or path.is_file()):
             os.unlink(path)
+            if _nested(name):
+                with contextlib.suppress(OSError):  # (our folder, once empty; a user's file in it keeps it)
+                    path.parent.rmdir()
 
 
 def _journal(out: Path) -> tuple[Path | None, list[str], list[str]]:

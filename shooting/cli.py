@@ -297,12 +297,12 @@ def _run_controller(args: argparse.Namespace) -> int:
                                **({} if args.check_steps is None else {"check_steps": args.check_steps}),
                                check_noise=args.check_noise or 0.0, max_qp_iterations=args.max_qp_iterations,
                                max_sqp_iterations=args.max_sqp_iterations, keep_failed=args.keep_failed,
-                               hessian=args.hessian,
+                               hessian=args.hessian, firmware=args.firmware,
                                metadata={"model_spec": args.model, "model_args": model_args, "qp_solver": args.qp},
                                progress=progress)
     if not _print_report(report, args.out):
         return 1
-    print(f"{args.out}/" + ", ".join(p.name for p in report.files))
+    print(f"{args.out}/" + ", ".join(p.relative_to(args.out).as_posix() for p in report.files))
     return 0
 
 

@@ -48,6 +48,7 @@ from shooting.controller.check import (
     reference_run,
 )
 from shooting.controller.diagnosis import explain, status_hint
+from shooting.controller.firmware import BOARDS, FIRMWARE_DIR, NETDUINOPLUS2_ARGS, firmware_files
 from shooting.mpc.ocp import MultipleShootingOCP
 from shooting.options import HESSIANS, REALS, TARGETS, Hessian, Real, Target
 
@@ -225,6 +226,7 @@ def export_controller(
     check_noise: float = 0.0,
     keep_failed: bool = False,
     hessian: Hessian = "gauss-newton",
+    firmware: str | None = None,
 ) -> ExportReport:
     """Export the real-time-iteration controller of `ocp` as C into `out_dir`, optionally checked.
 
@@ -280,6 +282,12 @@ def export_controller(
         the Lagrangian's, the constraints' curvature at the last QP's
         multipliers added and each stage's block projected to positive
         definite (as ``RTIController(hessian=)``, which the checks compare with).
+    firmware : {"stm32f405"}, optional
+        Also write ``firmware/`` (`shooting.controller.firmware`): startup
+        code, linker script, clock and USART set-up and a ``main.c`` running
+        the check's closed loop (`check_steps` samples from `x0`) on the
+        board, with a Makefile; ``make -C OUT/firmware`` builds
+        ``firmware.elf`` (QEMU's ``netduinoplus2`` runs it).
 
     Returns
     -------
@@ -318,6 +326,8 @@ def export_controller(
     start = ocp.model.x0 if x0 is None else _validate.vector(x0, ocp.model.nx, "x0", broadcast=False)
     budget_defaults(max_qp_iterations, max_sqp_iterations)  # (refused before the long work)
     hessian = _validate.choice(hessian, HESSIANS, "hessian")
+    if firmware is not None:
+        firmware = _validate.choice(firmware, BOARDS, "firmware")
     noise = _validate.real(check_noise, "check_noise", minimum=0.0)
 
     say(f"solving the OCP from x0 with IPOPT for the initial guess (N = {ocp.horizon})")
@@ -341,20 +351,27 @@ def export_controller(
     iterations = [v["qp_iterations_max"] for k, v in runs.measured.items() if k.startswith("check_")]
     if iterations:
         sizes["qp_iterations_max"] = max(iterations)
+    board_files = {} if firmware is None else firmware_files(spec, f"{name}_mpc", start, steps, firmware)
+    extra: dict[str, Any] = {} if firmware is None else {
+        "files": controller_files(name) + sorted(board_files),
+        "firmware": {"board": firmware, "build": f"make -C {FIRMWARE_DIR}",
+                     "run": f"qemu-system-arm {' '.join(NETDUINOPLUS2_ARGS)} -kernel {FIRMWARE_DIR}/firmware.elf",
+                     "samples": steps}}
     export = generate_controller(spec, name, real=real, sizes=sizes, metadata={**dict(metadata or {}),
-                                                                                **runs.measured})
+                                                                                **runs.measured, **extra})
     size = runs.size
     common = dict(name=export.name, out_dir=out, errors=errors, checks=tuple(runs.checks),
                   flash=None if size is None else size.flash, ram=None if size is None else size.ram, size=size,
                   double_symbols=tuple(runs.doubles), manifest=export.manifest, lines=tuple(runs.lines))
-    files = dict(export.files)
+    files = {**export.files, **board_files}
     if runs.problems:
         if not keep_failed:
             return ExportReport(ok=False, files=[], problems=tuple(runs.problems), **common)  # type: ignore[arg-type]
-        files = rejected_files(export, runs.problems)
+        files = {**rejected_files(export, runs.problems), **board_files}
 
     def write(tmp: Path) -> None:
         for fname, text in files.items():
+            (tmp / fname).parent.mkdir(exist_ok=True)
             (tmp / fname).write_text(text)
 
     _files.install_directory(out, write, set(files), "manifest.json", force=force, legacy=_legacy)
