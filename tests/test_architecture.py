@@ -234,8 +234,9 @@ def test_module_and_function_sizes():
 
 
 def _readme_layout() -> set[str]:
-    """Paths of the files listed in the README's layout block (indentation gives the folders)."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    """Paths of the files listed in the documentation's layout block (docs/architecture.md; indentation gives the
+    folders)."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
     block = text.split("## Layout", 1)[1].split("```", 2)[1]
     listed, folders = set(), []
     for line in block.splitlines():
@@ -252,7 +253,7 @@ def _readme_layout() -> set[str]:
 
 
 def test_readme_layout_lists_every_module():
-    """The README's layout block and the tree agree, module for module."""
+    """The documented layout block and the tree agree, module for module."""
     listed = {p for p in _readme_layout() if p.endswith(".py")}
     actual = {str(path.relative_to(ROOT)) for path in _modules().values()}
     actual |= {str(p.relative_to(ROOT)) for p in (ROOT / "shooting").rglob("*.py")}
@@ -267,4 +268,4 @@ def test_ci_runs_the_readmes_test_command():
           if line.startswith("python3 -m pip install")]
     assert len(ci) == 1, ci
     assert ci[0].replace("pip install -q ", "pip install ") == readme
-    assert "ruff check shooting models scripts tests &&" in readme and "mypy shooting &&" in readme
+    assert "ruff check shooting models scripts tests examples &&" in readme and "mypy shooting &&" in readme

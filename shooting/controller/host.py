@@ -290,6 +290,8 @@ class HostController:
             SQP iterations per sample, a cold start's included (one that needs more goes on at the next
             samples); None: the export's default (``NAME_MPC_COLD_ITERATIONS``).
 
+        Notes
+        -----
         A sample the budget stops returns ``status == "budget"`` with the best input it reached (finite,
         within the input bounds); the next sample goes on from there.
         """
