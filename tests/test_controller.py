@@ -244,6 +244,10 @@ def test_what_the_c_cannot_do_is_refused(cartpole: shooting.Model, tmp_path: Pat
     l1_only = shooting.MultipleShootingOCP(cartpole, 5, dt=0.05, soft_x_bounds=True, slack_l2=0.0)
     with pytest.raises(ValueError, match="slack_l2"):
         export_controller(l1_only, tmp_path / "c")
+    soft_path_l1 = shooting.MultipleShootingOCP(cartpole, 5, dt=0.05, slack_l2=0.0, soft_path_constraints=True,
+                                                path_constraints=lambda x, u, p: u[0] * x[2] - 100.0)
+    with pytest.raises(ValueError, match="soft path constraints.*slack_l2 > 0"):  # (one rule for every soft row)
+        export_controller(soft_path_l1, tmp_path / "c")
     with pytest.raises(ValueError, match="real"):
         export_controller(l1_only, tmp_path / "d", real="half")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="MultipleShootingOCP"):

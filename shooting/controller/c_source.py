@@ -254,9 +254,12 @@ def controller_spec(ocp: MultipleShootingOCP, *, x0: object = None, guess: tuple
         raise ValueError("R + R_delta must be positive definite for the C controller (each stage's QP must be "
                          f"strictly convex in its inputs); got eigenvalues {np.linalg.eigvalsh(Ru)}: give every "
                          f"input a weight > 0 in R or R_delta")
-    if ocp.soft_x_bounds and ocp.slack_l2 <= 0:
-        raise ValueError("soft state bounds in the C controller need slack_l2 > 0 (the QP must be strictly "
-                         "convex in the slacks): give slack_l2 > 0")
+    soft_rows = [what for what, soft in (("soft state bounds", ocp.soft_x_bounds),
+                                         ("soft path constraints", ocp.soft_path_constraints and
+                                          ocp.problem.constraints.path_constraints is not None)) if soft]
+    if soft_rows and ocp.slack_l2 <= 0:
+        raise ValueError(f"{' and '.join(soft_rows)} in the C controller need slack_l2 > 0 (the QP must be "
+                         f"strictly convex in the slacks): give slack_l2 > 0")
     model = ocp.model
     if guess is None:
         start = model.x0 if x0 is None else _validate.vector(x0, model.nx, "x0", broadcast=False)
