@@ -87,6 +87,8 @@ def make_model(**params: float) -> Model:
         xdot,
         state_names=["p", "theta", "v", "omega"],
         input_names=["F"],
+        state_units=["m", "rad", "m/s", "rad/s"],
+        input_units=["N"],
         x0=[0.0, np.pi, 0.0, 0.0],
         u0=[0.0],
         x_min=[-prm.p_max, -inf, -inf, -inf],

@@ -112,6 +112,8 @@ def make_model(**params: float) -> Model:
         "dip", x, u, ca.vertcat(dq, z), z=z, alg=ca.simplify(alg),
         state_names=["s", "theta1", "theta2", "v", "omega1", "omega2"],
         input_names=["F"],
+        state_units=["m", "rad", "rad", "m/s", "rad/s", "rad/s"],
+        input_units=["N"],
         algebraic_names=["dds", "ddtheta1", "ddtheta2"],
         x0=[0.0, 0.2, -0.15, 0.0, 0.0, 0.0],
         z0=[0.0, 0.0, 0.0],

@@ -87,6 +87,8 @@ def make_model(**params: float) -> Model:
         xdot,
         state_names=["theta", "omega"],
         input_names=["tau"],
+        state_units=["rad", "rad/s"],
+        input_units=["N m"],
         x0=[np.pi, 0.0],
         u0=[0.0],
         x_min=[-np.inf, -prm.omega_max],

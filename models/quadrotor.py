@@ -195,6 +195,8 @@ def make_model(**params: object) -> Model:
         xdot,
         state_names=["px", "py", "pz", "qw", "qx", "qy", "qz", "vx", "vy", "vz", "wx", "wy", "wz"],
         input_names=["T1", "T2", "T3", "T4"],
+        state_units=["m", "m", "m", "", "", "", "", "m/s", "m/s", "m/s", "rad/s", "rad/s", "rad/s"],
+        input_units=["N", "N", "N", "N"],
         x0=[1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
         u0=[hover] * 4,
         u_min=[0.0] * 4,

@@ -128,6 +128,8 @@ def make_model(**params: object) -> Model:
         xdot,
         state_names=[f"s{i + 1}" for i in range(n)] + [f"v{i + 1}" for i in range(n)],
         input_names=["F"],
+        state_units=["m"] * n + ["m/s"] * n,
+        input_units=["N"],
         x0=[0.5] * n + [0.0] * n,
         u0=[0.0],
         x_min=[-inf] * (2 * n),

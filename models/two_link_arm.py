@@ -147,6 +147,8 @@ def make_model(**params: float) -> Model:
         xdot,
         state_names=["q1", "q2", "dq1", "dq2"],
         input_names=["tau1", "tau2"],
+        state_units=["rad", "rad", "rad/s", "rad/s"],
+        input_units=["N m", "N m"],
         x0=[np.pi, 0.0, 0.0, 0.0],
         u0=[0.0, 0.0],
         u_min=[-prm.tau1_max, -prm.tau2_max],

@@ -495,6 +495,29 @@ def names(values: Iterable[object] | None, n: int, prefix: str, what: str) -> tu
     return result  # type: ignore[return-value]
 
 
+def units(values: Iterable[object] | None, n: int, what: str) -> tuple[str, ...]:
+    """Units of measurement, one short string per entry ("m", "rad/s"; "" for none; default all "").
+
+    Returns
+    -------
+    tuple of str, length n
+    """
+    if values is None:
+        return ("",) * n
+    if isinstance(values, (str, bytes)):
+        raise ValueError(f"{what} must be a sequence of {n} strings, got the string {_show(values)}: give one unit "
+                         f"per entry, e.g. {what}=[{', '.join([repr('m')] * n)}]")
+    result = tuple(values)
+    if len(result) != n:
+        raise ValueError(f"{what} has {len(result)} entries but the model has {n}: give one unit per entry "
+                         f"('' for none)")
+    for unit in result:
+        if not isinstance(unit, str) or len(unit) > 16 or any(c in unit for c in "\n\r,[]"):
+            raise ValueError(f"{what} must be short strings (at most 16 characters, no newline, comma or "
+                             f"bracket), got {unit!r}")
+    return tuple(str(u).strip() for u in result)
+
+
 #: The type of `progress` in the public API (see `progress`).
 ProgressReporter = Callable[[str], None]
 

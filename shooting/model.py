@@ -146,6 +146,8 @@ class Model:
         z_min: Sequence[float] | np.ndarray | None = None,
         z_max: Sequence[float] | np.ndarray | None = None,
         algebraic_names: Sequence[str] | None = None,
+        state_units: Sequence[str] | None = None,
+        input_units: Sequence[str] | None = None,
     ) -> None:
         self.name = _validate.identifier(name, "model name", maximum=_validate.MAX_PREFIX_LENGTH)
         self.x = _symbol_vector(x, "x", allow_none=False)
@@ -183,6 +185,8 @@ class Model:
         self.state_names = _validate.names(state_names, self.nx, "x", "state_names")
         self.input_names = _validate.names(input_names, self.nu, "u", "input_names")
         self.param_names = _validate.names(param_names, self.np, "p", "param_names")
+        self.state_units = _validate.units(state_units, self.nx, "state_units")
+        self.input_units = _validate.units(input_units, self.nu, "input_units")
         self.x0 = _validate.vector(x0, self.nx, "x0", default=0.0)
         self.u0 = _validate.vector(u0, self.nu, "u0", default=0.0)
         if p0 is None and self.np:

@@ -122,7 +122,7 @@ def test_json_csv_and_plots(swing_up, tmp_path):
     assert data["x"][0][1] == pytest.approx(np.pi) and data["t"][1] == 0.05
 
     rows = list(csv.reader((tmp_path / "t.csv").open())) if traj.save_csv(tmp_path / "t.csv") else []
-    assert rows[0] == ["t", "p", "theta", "v", "omega", "F", "solve_time"]
+    assert rows[0] == ["t [s]", "p [m]", "theta [rad]", "v [m/s]", "omega [rad/s]", "F [N]", "solve_time"]
     assert len(rows) == K + 2 and all(len(r) == 7 for r in rows)
     assert rows[-1][-2:] == ["", ""] and float(rows[1][5]) == traj.u[0, 0]
     assert float(rows[-1][0]) == pytest.approx(3.0)

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import csv
 import importlib
+import json
+from pathlib import Path
 
 import casadi as ca
 import numpy as np
 import pytest
+from matplotlib.figure import Figure
 from scipy.integrate import solve_ivp
 from scipy.spatial.transform import Rotation
 
@@ -452,3 +456,35 @@ def test_vanderpol_parameter_mu_enters():
         np.testing.assert_allclose(xdot(model, x, u, [mu]), [x2, mu * (1 - x1**2) * x2 - x1 + u[0]], rtol=1e-15)
     assert not np.allclose(xdot(model, x, u, [1.0]), xdot(model, x, u, [2.0]))
     assert load_model("vanderpol", mu=0.5).p0[0] == 0.5
+
+
+def test_units_label_plots_csv_and_json(tmp_path: Path) -> None:
+    x, u = ca.SX.sym("x", 2), ca.SX.sym("u")
+    model = shooting.Model("unit_cart", x, u, ca.vertcat(x[1], u), state_names=["pos", "vel"], input_names=["f"],
+                           state_units=["m", "m/s"], input_units=["N"], x0=[1.0, 0.0], u_min=[-1], u_max=[1])
+    ocp = shooting.MultipleShootingOCP(model, 10, dt=0.1)
+    traj = shooting.simulate_closed_loop(shooting.RTIController(ocp), model.x0, 5, progress=False)
+    traj.save_csv(tmp_path / "t.csv")
+    header = next(csv.reader((tmp_path / "t.csv").open()))
+    assert header[:4] == ["t [s]", "pos [m]", "vel [m/s]", "f [N]"]
+    traj.save_json(tmp_path / "t.json")
+    data = json.loads((tmp_path / "t.json").read_text())
+    assert data["state_units"] == ["m", "m/s"] and data["input_units"] == ["N"]
+    labels: list[str] = []
+    real_savefig = Figure.savefig
+
+    def spy(fig: Figure, *args: object, **kwargs: object) -> None:
+        labels.extend(ax.get_ylabel() for ax in fig.axes)
+        real_savefig(fig, *args, **kwargs)
+
+    Figure.savefig = spy  # type: ignore[method-assign]
+    try:
+        traj.plot(tmp_path / "plots")
+    finally:
+        Figure.savefig = real_savefig  # type: ignore[method-assign]
+    assert {"pos [m]", "vel [m/s]", "f [N]"} <= set(labels)
+    with pytest.raises(ValueError, match="state_units has 1 entries"):
+        shooting.Model("bad", x, u, ca.vertcat(x[1], u), state_units=["m"])
+    with pytest.raises(ValueError, match="input_units must be a sequence"):
+        shooting.Model("bad", x, u, ca.vertcat(x[1], u), input_units="N")
+    assert np.all(np.isfinite(traj.u))

@@ -51,7 +51,8 @@ def test_cartpole_swing_up(cartpole_run):
     assert np.all(np.abs(np.array(data["u"])) <= 80.0)
 
     rows = list(csv.reader((out / "trajectory.csv").open()))
-    assert rows[0] == ["t", "p", "theta", "v", "omega", "F", "solve_time"] and len(rows) == K + 2
+    assert rows[0] == ["t [s]", "p [m]", "theta [rad]", "v [m/s]", "omega [rad/s]", "F [N]", "solve_time"]
+    assert len(rows) == K + 2
     for name in ("states.png", "inputs.png", "solve_time.png"):
         assert (out / name).read_bytes()[:8] == PNG
     summary = json.loads((out / "summary.json").read_text())

@@ -393,4 +393,6 @@ class _Record:
             status=tuple(self.statuses),
             stopped=self.stopped,
             time_unit=model.time_unit,
+            state_units=tuple(model.state_units),
+            input_units=tuple(model.input_units),
         )

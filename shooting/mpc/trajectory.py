@@ -100,6 +100,8 @@ class Trajectory:
     status: tuple[str, ...] = ()
     stopped: str = ""
     time_unit: str = "s"
+    state_units: tuple[str, ...] = ()
+    input_units: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         self.t = np.asarray(self.t, dtype=float).reshape(-1)
@@ -223,6 +225,12 @@ class Trajectory:
             out["closed_loop_cost"] = float(np.einsum("ki,ij,kj->", dx, Qm, dx) + np.einsum("ki,ij,kj->", du, Rm, du))
         return out
 
+    @staticmethod
+    def label(name: str, units: tuple[str, ...], i: int) -> str:
+        """``"name [unit]"`` for a plot axis or a CSV column, or the name alone without a unit."""
+        unit = units[i] if i < len(units) else ""
+        return f"{name} [{unit}]" if unit else name
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict: ``t`` (K+1), ``x`` (K+1 rows of nx), ``u`` (K rows of nu),
         ``solve_time`` (K, seconds), plus ``model, state_names, input_names,
@@ -243,6 +251,8 @@ class Trajectory:
             "model": self.model_name,
             "state_names": list(self.state_names),
             "input_names": list(self.input_names),
+            "state_units": list(self.state_units),
+            "input_units": list(self.input_units),
             "success": [bool(s) for s in self.success],
             "iterations": [int(i) for i in self.iterations],
             "status": list(self.status),
@@ -285,9 +295,15 @@ class Trajectory:
         writer = csv.writer(buf, lineterminator="\n")
         xr = self.x_ref if self.time_varying else None
         ur = self.u_ref if xr is not None and self.u_ref is not None and self.u_ref.ndim == 2 else None
-        writer.writerow(["t", *self.state_names, *self.input_names, "solve_time"]
-                        + ([f"{n}_ref" for n in self.state_names] if xr is not None else [])
-                        + ([f"{n}_ref" for n in self.input_names] if ur is not None else []))
+        xs = [self.label(n, self.state_units, i) for i, n in enumerate(self.state_names)]
+        us = [self.label(n, self.input_units, j) for j, n in enumerate(self.input_names)]
+        writer.writerow([self.label("t", (self.time_unit,), 0) if any(self.state_units) or any(self.input_units)
+                         else "t",
+                         *xs, *us, "solve_time"]
+                        + ([self.label(f"{n}_ref", self.state_units, i) for i, n in enumerate(self.state_names)]
+                           if xr is not None else [])
+                        + ([self.label(f"{n}_ref", self.input_units, j) for j, n in enumerate(self.input_names)]
+                           if ur is not None else []))
         for k in range(self.steps + 1):
             row = [repr(float(self.t[k]))] + [repr(float(v)) for v in self.x[k]]
             if k < self.steps:
@@ -350,7 +366,7 @@ class Trajectory:
             bounds(ax, self.x_min[i], self.x_max[i])
             if xr is not None:
                 ax.plot(self.t, xr[:, i], color="k", ls="--", lw=1.0, label="reference")
-            ax.set_ylabel(self.state_names[i])
+            ax.set_ylabel(self.label(self.state_names[i], self.state_units, i))
             ax.grid(alpha=0.3)
         for ax in axes[nx:]:
             ax.set_visible(False)
@@ -370,7 +386,7 @@ class Trajectory:
             bounds(ax, self.u_min[j], self.u_max[j])
             if ur is not None and self.steps:
                 ax.stairs(ur[:, j], self.t, color="k", ls="--", lw=1.0, baseline=None, label="reference")
-            ax.set_ylabel(self.input_names[j])
+            ax.set_ylabel(self.label(self.input_names[j], self.input_units, j))
             ax.grid(alpha=0.3)
         axes[-1].set_xlabel(f"t [{self.time_unit}]")
         fig.suptitle(f"{self.model_name}: applied inputs")
