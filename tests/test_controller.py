@@ -393,3 +393,20 @@ def test_input_errors_are_measured_on_the_input_range() -> None:
     u = u_ref + 5e-13
     assert compare_inputs(u, u_ref, 5, scale) == pytest.approx(5e-13 / 40)
     assert compare_inputs(u, u_ref, 5) > 0.1  # the old measure, relative to the largest input
+
+
+def test_loaded_controller_final_error_is_against_its_reference(tmp_path: Path) -> None:
+    # The quadrotor's target has qw = 1: measured from zero, a loop that arrived reported 1.0 (issue 25 item 7).
+    m = shooting.load_model("quadrotor")
+    scenario = shooting.default_scenario(m).with_changes(horizon=10)
+    ocp = shooting.build_ocp(scenario.with_changes(soft_x_bounds=True), m)
+    assert export_controller(ocp, tmp_path / "q").ok
+    ctl = load_controller(tmp_path / "q")
+    assert np.array_equal(ctl.target_state, ocp.x_ref[-1] if ocp.x_ref.ndim > 1 else ocp.x_ref)
+    traj = shooting.simulate_closed_loop(ctl, scenario.x0, 60, progress=False)
+    assert traj.final_error() == pytest.approx(float(np.linalg.norm(traj.x[-1] - ctl.target_state)), abs=0)
+    assert traj.final_error() < 0.1
+    moved = np.array(ctl.target_state)
+    moved[0] = 0.5
+    ctl.set_reference(ocp.horizon, moved)  # the terminal stage's reference is the target
+    assert ctl.target_state is not None and ctl.target_state[0] == 0.5

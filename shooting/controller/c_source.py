@@ -436,6 +436,7 @@ def generate_controller(spec: ControllerSpec, name: str, *, real: Real = "double
                "hessian": spec.hessian},
         "budget": {"max_qp_iterations": spec.max_qp_iterations, "max_sqp_iterations": spec.max_sqp_iterations},
         "guess": spec.guess_origin, "reentrant": emitter.reentrant, "heap": False,
+        "reference": {"x_terminal": [float(v) for v in spec.x_ref[-1]], "u_first": [float(v) for v in spec.u_ref[0]]},
         **measured, **dict(metadata or {}),
     }
     files = {f"{stem}.c": source, f"{stem}.h": header, "manifest.json": _json(manifest),

@@ -226,6 +226,12 @@ class HostController:
             getattr(lib, fname).restype = restype
             getattr(lib, fname).argtypes = [vp]
         self.mem_bytes = sizes["mem"]
+        recorded = manifest.get("reference", {})
+        target = recorded.get("x_terminal") if isinstance(recorded, dict) else None
+        #: The terminal stage's state reference (the export's, then the last set_reference at stage N): what a
+        #: closed loop's final error is measured against. None for an export that did not record it.
+        self.target_state: npt.NDArray[np.float64] | None = None if target is None else \
+            _validate.vector(target, self.model.nx, "manifest reference x_terminal", broadcast=False)
         dtype = real_dtype(self.real)
         nx, nu, N = self.model.nx, self.model.nu, self.horizon
         self._x_mem = np.ctypeslib.as_array(ctypes.cast(lib.shim_x(self._mem), ctypes.POINTER(R)), (sizes["x"],))
@@ -349,6 +355,8 @@ class HostController:
         ur = None if u_ref is None else np.ascontiguousarray(
             _validate.vector(u_ref, self.model.nu, "u_ref", broadcast=False), dtype=dtype)
         k = _validate.integer(k, "k", minimum=0, maximum=self.horizon)
+        if k == self.horizon and xr is not None:
+            self.target_state = np.array(xr, dtype=float)
         self._call("set_reference", k, None if xr is None else xr.ctypes.data, None if ur is None else ur.ctypes.data)
 
     def _data(self, x_ref: npt.ArrayLike | None, u_ref: npt.ArrayLike | None, p: npt.ArrayLike | None

@@ -101,8 +101,9 @@ class _Annotations:
     def of(cls, controller: Controller, model: Model) -> _Annotations:
         """From the controller's OCP when it has one (`MPCController`, `RTIController`), else the model."""
         ocp = controller.ocp if isinstance(controller, (MPCController, RTIController)) else None
-        if ocp is None:
-            return cls(model.x_min.copy(), model.x_max.copy(), None, None, None, None)
+        if ocp is None:  # (an exported controller knows its target: `HostController.target_state`)
+            target = getattr(controller, "target_state", None)
+            return cls(model.x_min.copy(), model.x_max.copy(), _constant(target, model.nx), None, None, None)
         x_ref, u_ref = ocp.x_ref, ocp.u_ref
         if isinstance(controller, MPCController):
             x_ref = ocp.x_ref if controller.x_ref is None else controller.x_ref
