@@ -41,3 +41,22 @@ def _private_nlp_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     import os
 
     os.environ.setdefault("SHOOTING_CACHE_DIR", str(tmp_path_factory.mktemp("nlp_cache")))
+
+
+# The everyday tier is ``pytest -m "not slow"``: these modules build and run C (on the host and the emulated
+# Cortex-M4), call IPOPT for references, start subprocesses, Dask clusters or benchmarks; each of their tests is
+# marked slow. Chosen by measured durations (``pytest --durations=0``): the rest runs within 5 minutes on 2 cores.
+SLOW_MODULES = frozenset({
+    "test_adjoint", "test_check_explained", "test_check_faults", "test_check_line", "test_closed_loop",
+    "test_constraints_rti", "test_controller", "test_controller_reach", "test_costs_rti", "test_cycles", "test_dae_c",
+    "test_dae_mpc", "test_deadline", "test_docs", "test_examples", "test_exact_hessian", "test_export",
+    "test_firmware", "test_interrupts", "test_limits", "test_mpc_cli", "test_nlp_cache", "test_ocp_qp", "test_peers",
+    "test_pipeline", "test_rate_penalty", "test_reexport", "test_rti_compiled", "test_scripts", "test_soft_bounds",
+    "test_sqp", "test_sweep", "test_time_varying",
+})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.module is not None and item.module.__name__.rsplit(".", 1)[-1] in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
