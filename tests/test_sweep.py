@@ -314,7 +314,7 @@ def test_ctrl_c_keeps_the_journal_and_resume_runs_only_the_missing_cases(serial,
         rows = list(csv.DictReader(handle))
     assert list(rows[0])[:9] == ["case", "seed", "success", "failed_steps", "cost", "final_error", "max_violation",
                                  "solve_time_median", "solve_time_max"]
-    assert list(rows[0])[9:] == ["x0_x1", "x0_x2", "p_mu"]
+    assert list(rows[0])[9:] == ["outcome", "failure_reason", "x0_x1", "x0_x2", "p_mu"]
     for text, row in zip(rows, whole.rows, strict=True):
         assert int(text["case"]) == row["case"] and int(text["seed"]) == row["seed"]
         assert (text["success"] == "true") == row["success"]
@@ -339,3 +339,30 @@ def test_outputs_and_summary(serial, tmp_path):
     assert summary["cost"]["p50"] == costs[2] and summary["cost"]["p100"] == costs[-1]
     assert (out / "sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     np.testing.assert_array_equal(result.column("x0_x1"), [r["x0"][0] for r in serial.rows])
+
+
+def test_a_case_that_arrives_despite_failed_samples_succeeded_and_says_why_they_failed() -> None:
+    # (issue 25: "success" was false after any single failed solve, 40 of 50 reported although all 50 arrived)
+    import dataclasses
+
+    from shooting.sweeps.cases import Case, measure, target_of
+
+    model = shooting.load_model("vanderpol")
+    scenario = shooting.default_scenario(model).with_changes(sim_steps=60)
+    ocp = shooting.build_ocp(scenario, model)
+    target = target_of(scenario, ocp)
+    traj = shooting.simulate_closed_loop(shooting.RTIController(ocp), scenario.x0, 60, progress=False)
+    case = Case(0, np.asarray(scenario.x0, dtype=float), model.p0.copy(), 0.0, 1)
+    clean = measure(case, traj, target, 60)
+    assert clean["success"] and clean["outcome"] == "reached" and clean["failure_reason"] == ""
+    success = traj.success.copy()
+    success[[3, 4, 9]] = False
+    status = list(traj.status)
+    status[3] = status[4] = "budget"
+    status[9] = "line search failed: merit 3.2"
+    bumpy = measure(case, dataclasses.replace(traj, success=success, status=tuple(status)), target, 60)
+    assert bumpy["success"] and bumpy["outcome"] == "reached"
+    assert bumpy["failed_steps"] == 3 and bumpy["failure_reason"] == "budget"
+    far = dataclasses.replace(traj, x=traj.x + 10.0 * target.tolerance)
+    missed = measure(case, far, target, 60)
+    assert not missed["success"] and missed["outcome"] == "missed"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import json
 import math
@@ -22,7 +23,7 @@ from shooting.loading import load_model
 from shooting.model import Model
 from shooting.mpc.scenarios import Scenario, build_ocp
 from shooting.options import SWEEP_CONTROLLERS
-from shooting.sweeps.cases import COLUMNS, Case, case_columns, draw_cases, target_of
+from shooting.sweeps.cases import COLUMNS, OUTCOMES, Case, case_columns, draw_cases, target_of
 from shooting.sweeps.cluster import open_pool
 from shooting.sweeps.controllers import ControllerChoice, choose_controller
 from shooting.sweeps.output import FILES, RECORD, Journal, csv_text, plot_png, quantiles
@@ -306,6 +307,11 @@ def _summary(rows: Sequence[dict[str, Any]], rerun: Sequence[dict[str, Any]], mo
         "controller": choice.describe, "scenario": json.loads(json.dumps(scenario.to_dict(), default=str)),
         "options": {k: opts[k] for k in ("x0_spread", "p_spread", "noise_std", "seed", "scheduler", "workers")},
         "cases": len(rows), "succeeded": ok, "failed": len(rows) - ok, "success_rate": ok / len(rows),
+        "outcomes": {o: sum(r.get("outcome") == o for r in rows) for o in OUTCOMES},
+        "solver_failures": {"cases": sum(int(r["failed_steps"]) > 0 for r in rows if r.get("outcome") != "error"),
+                            "reasons": dict(collections.Counter(str(r.get("failure_reason", "")) for r in rows
+                                                                if int(r["failed_steps"]) > 0 and
+                                                                r.get("failure_reason")).most_common())},
         "failed_steps_total": int(sum(int(r["failed_steps"]) for r in rows)),
         "tolerance": spec.target.tolerance,
         "cost": quantiles([float(r["cost"]) for r in rows]),

@@ -20,6 +20,7 @@ references, bounds and tolerance); `measure` turns a closed-loop
 
 from __future__ import annotations
 
+import collections
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -41,7 +42,11 @@ FloatArray = npt.NDArray[np.float64]
 
 #: The first columns of cases.csv, in this order (then ``x0_<state>`` and ``p_<parameter>``).
 COLUMNS = ("case", "seed", "success", "failed_steps", "cost", "final_error", "max_violation", "solve_time_median",
-           "solve_time_max")
+           "solve_time_max", "outcome", "failure_reason")
+#: A case's outcome: arrived within the tolerance, ran to the end but did not, stopped early (the plant state
+#: became non-finite), or could not run (an error before or in the loop). Solver failures on the way are counted
+#: apart (``failed_steps``, ``failure_reason``): a case that arrived despite them succeeded.
+OUTCOMES = ("reached", "missed", "stopped", "error")
 #: The keys an explicit case may give.
 CASE_KEYS = ("x0", "p", "noise_std", "seed")
 #: Most cases of one sweep.
@@ -268,8 +273,13 @@ def measure(case: Case, traj: Trajectory, target: Target, steps: int) -> dict[st
     if traj.stopped:
         cost = final_error = math.inf
     times = traj.solve_time
+    outcome = "stopped" if traj.stopped else ("reached" if final_error <= target.tolerance else "missed")
+    # (the statuses' leading words: "budget", "line search failed", "QP failed"; a status may carry details)
+    reasons = collections.Counter(str(s).split(":", 1)[0] for s, ok in zip(traj.status, traj.success, strict=False)
+                                  if not ok)
     return {
-        "case": case.index, "seed": case.seed, "success": failed == 0 and final_error <= target.tolerance,
+        "case": case.index, "seed": case.seed, "success": outcome == "reached", "outcome": outcome,
+        "failure_reason": reasons.most_common(1)[0][0] if reasons else "",
         "failed_steps": failed, "cost": cost, "final_error": final_error, "max_violation": max(violation, 0.0),
         "solve_time_median": float(np.median(times)) if times.size else math.nan,
         "solve_time_max": float(times.max()) if times.size else math.nan,

@@ -117,6 +117,8 @@ def _cell(value: object) -> str:
         return "true" if value else "false"
     if isinstance(value, (int, np.integer)):
         return str(int(value))
+    if isinstance(value, str):
+        return value
     # repr: the shortest text that reads back as the same double (and inf, nan)
     return repr(float(value))  # type: ignore[arg-type]
 
