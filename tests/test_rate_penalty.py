@@ -66,19 +66,22 @@ def test_ocp_equals_the_lq_solution_with_rate_penalty_and_u_prev_moves_it_as_pre
     assert ocp.cost(b.x, b.u, u_prev=[3.0]) == pytest.approx(b.cost, rel=1e-12)
 
 
-@pytest.mark.parametrize("kind", ["rti", "mpc"])
+@pytest.mark.parametrize("kind", ["rti riccati-ipm", "rti riccati-ipm-numpy", "rti qrqp", "rti osqp", "mpc"])
 def test_controllers_solve_the_same_problem_and_remember_their_last_input(double_integrator, kind):
+    # (every QP solver of the RTI: the sparse ones build the rate penalty's blocks on their own path)
     ocp = shooting.MultipleShootingOCP(double_integrator, N, dt=DT, Q=Q, R=[R], R_delta=[RD], Q_terminal=QF, **FREE)
     # The RTI's QP is exact for a linear-quadratic problem: its inputs are the optimum's from any guess.
-    ctrl = RTIController(ocp, initialize_with_ipopt=False) if kind == "rti" else MPCController(ocp)
+    ctrl = RTIController(ocp, initialize_with_ipopt=False, qp_solver=kind.split()[1]) if kind.startswith("rti") \
+        else MPCController(ocp)
+    tol = 1e-5 if kind.endswith("osqp") else 1e-8  # (OSQP's ADMM stops at its eps_abs/eps_rel, 1e-6 here)
     first = ctrl.step([1.0, -0.5], 0.0)  # after construction (a reset): u_prev = 0, as the OCP's default
-    assert first.u[0] == pytest.approx(_lq([1.0, -0.5], 0.0)[0], abs=1e-8)
+    assert first.u[0] == pytest.approx(_lq([1.0, -0.5], 0.0)[0], abs=tol)
     second = ctrl.step([0.9, -0.7], DT)  # u_prev = the input it applied
-    assert second.u[0] == pytest.approx(_lq([0.9, -0.7], first.u[0])[0], abs=1e-8)
+    assert second.u[0] == pytest.approx(_lq([0.9, -0.7], first.u[0])[0], abs=tol)
     given = ctrl.step([0.8, -0.6], 2 * DT, u_prev=[-4.0])
-    assert given.u[0] == pytest.approx(_lq([0.8, -0.6], -4.0)[0], abs=1e-8)
+    assert given.u[0] == pytest.approx(_lq([0.8, -0.6], -4.0)[0], abs=tol)
     ctrl.reset()
-    assert ctrl.step([1.0, -0.5], 0.0).u[0] == pytest.approx(first.u[0], abs=1e-8)
+    assert ctrl.step([1.0, -0.5], 0.0).u[0] == pytest.approx(first.u[0], abs=tol)
 
 
 def test_closed_loop_passes_the_applied_input(double_integrator):
