@@ -334,6 +334,8 @@ class HostController:
         self._xbuf[:] = xv
         status = self._call("solve", self._xbuf.ctypes.data, self._ubuf.ctypes.data, max_iter)
         self._started = True
+        #: Interior-point iterations (Riccati factorisations) over every QP of the last `solve`.
+        self.solve_qp_iterations = int(self._lib.shim_qp_iterations_sample(self._mem))
         nx, nu = self.model.nx, self.model.nu
         self.x_pred = self._x_mem.astype(np.float64).reshape(self.horizon + 1, nx)
         self.u_pred = self._u_mem.astype(np.float64).reshape(self.horizon, nu)
