@@ -240,3 +240,29 @@ def test_after_a_failed_sample_c_and_python_start_afresh_from_the_measured_state
         truth = ocp.solve(back, t0=2 * ocp.dt)
         assert truth.success
         _agree(again.u, truth.u[0], 1e-6 if controller is rti else 1e-2)
+
+
+def _far_start(index: int) -> np.ndarray:
+    """bench_controller.py's table 9 starts (p in [-1, 1], theta in [-pi, pi], v in [-1, 1], omega in [-2, 2])."""
+    rng = np.random.default_rng(23)
+    return [rng.uniform([-1.0, -np.pi, -1.0, -2.0], [1.0, np.pi, 1.0, 2.0]) for _ in range(index + 1)][index]
+
+
+#: A far cart-pole start whose iterations 30-40 hold a trial within 2e-4 alpha pred of the line search's reference:
+#: Armijo's test with its sign flipped accepts it, and the iterates part (27 on the input's scale of 160).
+FAR_START = _far_start(19)
+
+
+@needs_gcc
+def test_c_line_search_accepts_what_the_python_one_accepts_where_steps_are_cut(tmp_path) -> None:
+    # The iterates after k iterations, C against its Python twin, through iterations whose full step the line
+    # search refuses (Armijo's test on the nonmonotone reference; a flipped sign accepts them).
+    ocp, _ = _case("cartpole swing-up")
+    assert export_controller(ocp, tmp_path / "c", name="ls").ok
+    ctl = load_controller(tmp_path / "c")
+    for k in (20, 40, 60):
+        ctl.reset(FAR_START)
+        c = ctl.solve(FAR_START, max_iter=k)
+        py = RTIController(ocp, initialize_with_ipopt=False).solve(FAR_START, max_iter=k)
+        assert c.iterations == py.iterations == k
+        _agree(c.u, py.u, 1e-8)
