@@ -266,3 +266,20 @@ def test_c_line_search_accepts_what_the_python_one_accepts_where_steps_are_cut(t
         py = RTIController(ocp, initialize_with_ipopt=False).solve(FAR_START, max_iter=k)
         assert c.iterations == py.iterations == k
         _agree(c.u, py.u, 1e-8)
+
+
+def test_sqp_does_not_declare_convergence_on_a_small_step_alone() -> None:
+    # A QP step of zero at a point whose dynamics' defect is 1e-6 (above SQP_TOLERANCES' 1e-9): not converged,
+    # whatever the step (a stall is the iteration limit, not a KKT point).
+    from shooting.mpc.sqp import SQPStep, sqp
+
+    x, u = np.zeros((4, 2)), np.zeros((3, 1))
+    defect = np.full(6, 1e-6)
+
+    def stalled(xs: np.ndarray, us: np.ndarray, loose: bool) -> SQPStep:
+        return SQPStep(xs.copy(), us.copy(), True, 0.0, 1.0)
+
+    res = sqp(x, u, stalled, lambda xs, us: 0.0, lambda xs, us: defect, max_iter=5)
+    assert res.status == 1 and res.defect == pytest.approx(1e-6)
+    res = sqp(x, u, stalled, lambda xs, us: 0.0, lambda xs, us: np.zeros(6), max_iter=5)
+    assert res.status == 0 and res.iterations == 1  # (and with the defect gone it is converged)
