@@ -496,25 +496,12 @@ def names(values: Iterable[object] | None, n: int, prefix: str, what: str) -> tu
 
 
 def units(values: Iterable[object] | None, n: int, what: str) -> tuple[str, ...]:
-    """Units of measurement, one short string per entry ("m", "rad/s"; "" for none; default all "").
-
-    Returns
-    -------
-    tuple of str, length n
-    """
-    if values is None:
-        return ("",) * n
-    if isinstance(values, (str, bytes)):
-        raise ValueError(f"{what} must be a sequence of {n} strings, got the string {_show(values)}: give one unit "
-                         f"per entry, e.g. {what}=[{', '.join([repr('m')] * n)}]")
-    result = tuple(values)
-    if len(result) != n:
-        raise ValueError(f"{what} has {len(result)} entries but the model has {n}: give one unit per entry "
-                         f"('' for none)")
-    for unit in result:
-        if not isinstance(unit, str) or len(unit) > 16 or any(c in unit for c in "\n\r,[]"):
-            raise ValueError(f"{what} must be short strings (at most 16 characters, no newline, comma or "
-                             f"bracket), got {unit!r}")
+    """Units of measurement (tuple of n short strings, "" for none; default all "")."""
+    result = ("",) * n if values is None else (values,) if isinstance(values, (str, bytes)) else tuple(values)
+    if len(result) != n or any(not isinstance(u, str) or len(u) > 16 or any(c in u for c in "\n\r,[]")
+                               for u in result):
+        raise ValueError(f"{what} must be {n} short strings, one unit per entry ('' for none; at most 16 "
+                         f"characters, no newline, comma or bracket), got {values!r}")
     return tuple(str(u).strip() for u in result)
 
 

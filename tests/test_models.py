@@ -483,8 +483,10 @@ def test_units_label_plots_csv_and_json(tmp_path: Path) -> None:
     finally:
         Figure.savefig = real_savefig  # type: ignore[method-assign]
     assert {"pos [m]", "vel [m/s]", "f [N]"} <= set(labels)
-    with pytest.raises(ValueError, match="state_units has 1 entries"):
+    with pytest.raises(ValueError, match="state_units must be 2 short strings"):
         shooting.Model("bad", x, u, ca.vertcat(x[1], u), state_units=["m"])
-    with pytest.raises(ValueError, match="input_units must be a sequence"):
-        shooting.Model("bad", x, u, ca.vertcat(x[1], u), input_units="N")
+    with pytest.raises(ValueError, match="state_units must be 2 short strings.*got 'm'"):
+        shooting.Model("bad", x, u, ca.vertcat(x[1], u), state_units="m")
+    with pytest.raises(ValueError, match="input_units must be 1 short strings"):
+        shooting.Model("bad", x, u, ca.vertcat(x[1], u), input_units=["kg, m"])
     assert np.all(np.isfinite(traj.u))
