@@ -321,3 +321,28 @@ def test_warm_start_with_the_wrong_active_set_falls_back_to_the_interior_point(h
             np.testing.assert_allclose(c.u, ref.u, atol=1e-7)
             np.testing.assert_allclose(twin.u, ref.u, atol=1e-7)
     assert wrong >= 8
+
+
+#: What the controller's header promises for the QP's equalities (relative to the data's scale): the stopping
+#: tolerance of each precision, a few hundred unit roundoffs (double 1e-12 ~ 4500 eps, float 2e-6 ~ 17 eps) above
+#: what a backward stable Riccati solve leaves. Literal, so that a looser tolerance in the code is seen.
+PROMISED_EQ = {"double": 1e-12, "float": 2e-6}
+
+
+@pytest.mark.parametrize("real", ["double", "float"])
+def test_returned_points_meet_the_promised_equality_tolerance(hosts, feasible, real: str) -> None:
+    # x_{k+1} = A_k x_k + B_k u_k + b_k and x_0, evaluated in double from the returned point (numpy), relative to
+    # the largest of 1, |b|, |A x|, |B u|: the residual the tolerance is stated in.
+    assert OCP_QP_TOLERANCES[real]["tol_eq"] == PROMISED_EQ[real]  # type: ignore[index]
+    worst = 0.0
+    for qp, _ in feasible:
+        res = hosts(qp.sizes, real).solve(qp) if real == "float" else solve_stage_qp(qp)
+        assert res.status == 0, res.message
+        x, u = np.asarray(res.x, dtype=float), np.asarray(res.u, dtype=float)
+        for k in range(qp.sizes.N):
+            Ax, Bu = qp.A[k] @ x[k], qp.B[k] @ u[k]
+            scale = max(1.0, float(np.abs(qp.b[k]).max()), float(np.abs(Ax).max()), float(np.abs(Bu).max()))
+            worst = max(worst, float(np.abs(x[k + 1] - Ax - Bu - qp.b[k]).max()) / scale)
+        worst = max(worst, float(np.abs(x[0] - qp.x0).max()) / max(1.0, float(np.abs(qp.x0).max())))
+    # (float: the residual is evaluated in double from float numbers: their own rounding, 6e-8 relative, is in it)
+    assert worst <= PROMISED_EQ[real], worst
