@@ -346,3 +346,30 @@ def test_returned_points_meet_the_promised_equality_tolerance(hosts, feasible, r
         worst = max(worst, float(np.abs(x[0] - qp.x0).max()) / max(1.0, float(np.abs(qp.x0).max())))
     # (float: the residual is evaluated in double from float numbers: their own rounding, 6e-8 relative, is in it)
     assert worst <= PROMISED_EQ[real], worst
+
+
+@pytest.mark.parametrize("real", ["double", "float"])
+def test_a_step_undone_at_the_end_restores_the_dynamics_multipliers(hosts, real: str) -> None:
+    # The planar quadrotor's first SQP QP (tests/planar_quadrotor.py, held at x0): in float the interior point's
+    # last step made a converged point worse and was undone, but pi (set afresh by each step, not an increment)
+    # kept the rejected step's values: 2.4e13 where the solution's are 416, and the SQP's merit weight with it.
+    from planar_quadrotor import make_model, scenario
+
+    from shooting.mpc.rti_stage import StageQPBuilder
+
+    model = make_model()
+    sc = scenario(model)
+    ocp = shooting.build_ocp(sc, model)
+    builder = StageQPBuilder(ocp)
+    x0 = np.asarray(sc.x0, dtype=float)
+    xg, ug = np.tile(x0, (ocp.horizon + 1, 1)), np.tile(model.u0, (ocp.horizon, 1))
+    d = ocp.layout.unpack_parameters(ocp.parameters(x0))
+    qp = builder.with_state(builder.build(xg, ug, d["x_ref"], d["u_ref"], d["p"], 0.0, np.zeros(2)), x0,
+                            np.zeros(2))
+    ref = solve_stage_qp(qp, x_guess=xg, u_guess=ug)
+    got = hosts(qp.sizes, real).solve(qp, x_guess=xg, u_guess=ug)
+    assert got.status == 0 and ref.status == 0
+    tol = OCP_QP_TOLERANCES[real]  # type: ignore[index]
+    assert got.residuals[0] <= 100 * tol["tol_stat"]  # (what an undone step may leave: see the C)
+    scale = float(np.abs(ref.pi).max())
+    assert np.abs(np.asarray(got.pi) - ref.pi).max() <= (1e-9 if real == "double" else 1e-3) * scale

@@ -162,6 +162,7 @@ def _ipm(P: Problem, x: FloatArray, u: FloatArray, warm: StageQPResult | None, t
     status, iterations, prev = 1, 0, (0.0, 0.0, 0.0)
     step: tuple[float, float, tuple[FloatArray, ...], FloatArray, FloatArray] | None = None
     scale0 = 0.0
+    pi_prev = it.pi.copy()
     for i in range(max_iter + 1):
         stat, eq, mu, scale = residuals(P, it)
         scale0 = scale if i == 0 else scale0
@@ -174,6 +175,7 @@ def _ipm(P: Problem, x: FloatArray, u: FloatArray, warm: StageQPResult | None, t
                 prev[0] <= 100 * tol["tol_stat"] and prev[1] <= 100 * tol["tol_eq"] and \
                 prev[2] <= 100 * tol["tol_mu"] + MU_FLOOR:
             _update(P, it, step, undo=True)  # a step that made a converged point worse (see the C)
+            it.pi = pi_prev  # (the step set pi afresh, the full Newton step's: the point before had its own)
             iterations -= 1
             stat, eq, mu, scale = residuals(P, it)
             status = 0
@@ -187,6 +189,7 @@ def _ipm(P: Problem, x: FloatArray, u: FloatArray, warm: StageQPResult | None, t
         if i == max_iter:
             break
         prev = (stat, eq, mu)
+        pi_prev = it.pi.copy()
         rc, rcs = it.lam * it.t, it.lam_s * it.s  # predictor: sigma = 0
         try:
             blocks_ = newton_blocks(P, it, rc, rcs)
