@@ -354,7 +354,6 @@ def test_a_step_undone_at_the_end_restores_the_dynamics_multipliers(hosts, real:
     # last step made a converged point worse and was undone, but pi (set afresh by each step, not an increment)
     # kept the rejected step's values: 2.4e13 where the solution's are 416, and the SQP's merit weight with it.
     from planar_quadrotor import make_model, scenario
-
     from shooting.mpc.rti_stage import StageQPBuilder
 
     model = make_model()
