@@ -366,3 +366,26 @@ def test_a_case_that_arrives_despite_failed_samples_succeeded_and_says_why_they_
     far = dataclasses.replace(traj, x=traj.x + 10.0 * target.tolerance)
     missed = measure(case, far, target, 60)
     assert not missed["success"] and missed["outcome"] == "missed"
+
+
+def test_max_violation_counts_the_path_constraints() -> None:
+    # (issue 25: max_violation saw the bounds only) the cart-pole's power |F v| <= 20 W, soft: exceeded during the
+    # swing-up; the column is the largest h = |F v| - 20 over the loop, recomputed here from the trajectory.
+    import casadi as ca
+
+    from shooting.sweeps.cases import Case, measure, target_of
+
+    model = shooting.load_model("cartpole")
+
+    def power(x: ca.SX, u: ca.SX, p: ca.SX) -> ca.SX:
+        return ca.vertcat(u[0] * x[2] - 20.0, -u[0] * x[2] - 20.0)
+
+    scenario = shooting.default_scenario(model).with_changes(path_constraints=power, soft_path_constraints=True,
+                                                              sim_steps=30, horizon=20)
+    ocp = shooting.build_ocp(scenario, model)
+    traj = shooting.simulate_closed_loop(shooting.RTIController(ocp), scenario.x0, 30, progress=False)
+    row = measure(Case(0, np.asarray(scenario.x0, dtype=float), model.p0.copy(), 0.0, 1), traj,
+                  target_of(scenario, ocp), 30)
+    excess = float(np.max(np.abs(traj.u[:, 0] * traj.x[:-1, 2]) - 20.0))
+    assert excess > 0  # (soft: the swing-up pushes through it)
+    assert row["max_violation"] == pytest.approx(excess, rel=1e-12)

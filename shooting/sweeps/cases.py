@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import casadi as ca
 import numpy as np
 import numpy.typing as npt
 
@@ -214,6 +215,8 @@ class Target:
         ``success`` needs ``final_error <= tolerance``.
     reference : callable ``t -> (x_ref, u_ref)``, optional
         The scenario's time-varying reference.
+    path : callable ``(x, u, p) -> h``, optional
+        The OCP's path constraints h <= 0 (``max_violation`` counts their excess too).
     """
 
     Q: FloatArray
@@ -226,6 +229,16 @@ class Target:
     u_max: FloatArray
     tolerance: float
     reference: Callable[[float], Any] | None = None
+    path: Callable[[Any, Any, Any], Any] | None = None
+
+    def path_excess(self, x: FloatArray, u: FloatArray, p: FloatArray) -> float:
+        """The largest h(x_k, u_k, p) over the K samples (x (K+1, nx), u (K, nu)), 0 when none exceeds 0."""
+        if self.path is None or not len(u):
+            return 0.0
+        xs, us, ps = ca.SX.sym("x", x.shape[1]), ca.SX.sym("u", u.shape[1]), ca.SX.sym("p", p.size)
+        h = ca.Function("h", [xs, us, ps], [ca.vec(ca.SX(self.path(xs, us, ps)))])
+        values = np.array(h.map(len(u))(x[:-1].T, u.T, np.tile(p.reshape(-1, 1), (1, len(u)))), dtype=float)
+        return max(float(values.max(initial=0.0)), 0.0)
 
     def references(self, t: FloatArray) -> tuple[FloatArray, FloatArray]:
         """The state reference at each of the K+1 instants `t` and the input reference of the first K."""
@@ -250,7 +263,7 @@ def target_of(scenario: Scenario, ocp: MultipleShootingOCP) -> Target:
         distance = float(np.max(np.abs(np.asarray(scenario.x0, dtype=float) - x_ref), initial=0.0))
         tolerance = max(TOLERANCE_FLOOR, TOLERANCE_FRACTION * distance)
     return Target(ocp.Q.copy(), ocp.R.copy(), x_ref, u_ref, ocp.x_min.copy(), ocp.x_max.copy(), ocp.u_min.copy(),
-                  ocp.u_max.copy(), float(tolerance), scenario.reference)
+                  ocp.u_max.copy(), float(tolerance), scenario.reference, ocp.problem.constraints.path_constraints)
 
 
 def measure(case: Case, traj: Trajectory, target: Target, steps: int) -> dict[str, Any]:
@@ -258,8 +271,9 @@ def measure(case: Case, traj: Trajectory, target: Target, steps: int) -> dict[st
 
     ``cost`` = sum over k < K of (x_k - x_ref_k)' Q (x_k - x_ref_k) + (u_k - u_ref_k)' R (u_k - u_ref_k);
     ``final_error`` = max_i |x_K,i - x_ref_K,i|; ``max_violation`` the largest excess of any state (k = 0..K)
-    or input over its bound. A loop that stopped early (the plant state became non-finite) has cost and
-    final error inf, and its missing samples count as failed steps.
+    or input over its bound and of any path constraint h(x_k, u_k, p) over 0 (the case's p). A loop that
+    stopped early (the plant state became non-finite) has cost and final error inf, and its missing samples
+    count as failed steps.
     """
     x_ref, u_ref = target.references(traj.t)
     dx = traj.x[:-1] - x_ref[:-1]
@@ -269,6 +283,8 @@ def measure(case: Case, traj: Trajectory, target: Target, steps: int) -> dict[st
     excess = [np.maximum(target.x_min - traj.x, traj.x - target.x_max), np.maximum(target.u_min - traj.u,
                                                                                     traj.u - target.u_max)]
     violation = max((float(e.max()) for e in excess if e.size), default=0.0)
+    if np.all(np.isfinite(traj.x)):
+        violation = max(violation, target.path_excess(traj.x, traj.u, case.p))
     failed = int(np.count_nonzero(~traj.success)) + (steps - traj.steps)
     if traj.stopped:
         cost = final_error = math.inf
