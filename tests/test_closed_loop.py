@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import csv
 import json
+from pathlib import Path
 
+import casadi as ca
 import numpy as np
 import pytest
 
@@ -267,3 +269,27 @@ def test_default_closed_loops_reach_their_targets(name, tolerance):
     assert traj.final_error() < tolerance, traj.x[-1]
     assert np.all(traj.u >= model.u_min - 1e-9) and np.all(traj.u <= model.u_max + 1e-9)
     assert traj.stats()["max_state_violation"] < 1e-6
+
+
+def test_path_constraints_are_in_the_trajectory_its_summary_json_and_plots(tmp_path: Path) -> None:
+    # (issue 25: path constraints appeared in no summary or plot) the cart-pole's power |F v| <= 20 W, soft.
+    model = shooting.load_model("cartpole")
+
+    def power(x: ca.SX, u: ca.SX, p: ca.SX) -> ca.SX:
+        return ca.vertcat(u[0] * x[2] - 20.0, -u[0] * x[2] - 20.0)
+
+    scenario = shooting.default_scenario(model).with_changes(path_constraints=power, soft_path_constraints=True,
+                                                              horizon=20)
+    ocp = shooting.build_ocp(scenario, model)
+    traj = shooting.simulate_closed_loop(shooting.RTIController(ocp), scenario.x0, 25, progress=False)
+    assert traj.path_values is not None and traj.path_values.shape == (25, 2)
+    recomputed = np.column_stack([traj.u[:, 0] * traj.x[:-1, 2] - 20.0, -traj.u[:, 0] * traj.x[:-1, 2] - 20.0])
+    np.testing.assert_allclose(traj.path_values, recomputed, rtol=1e-12, atol=1e-12)
+    assert traj.stats()["max_path_violation"] == pytest.approx(max(0.0, float(recomputed.max())), abs=1e-12)
+    traj.save_json(tmp_path / "t.json")
+    assert len(json.loads((tmp_path / "t.json").read_text())["path_values"]) == 25
+    assert "path_constraints.png" in [p.name for p in traj.plot(tmp_path / "plots")]
+    plain = shooting.simulate_closed_loop(shooting.RTIController(shooting.build_ocp(shooting.default_scenario(model),
+                                                                                    model)), scenario.x0, 3,
+                                          progress=False)
+    assert plain.path_values is None and "max_path_violation" not in plain.stats()

@@ -96,6 +96,7 @@ class _Annotations:
     u_ref: FloatArray | None
     Q: FloatArray | None
     R: FloatArray | None
+    path: Callable[[Any, Any, Any], Any] | None = None  # the OCP's path constraints h(x, u, p) <= 0
 
     @classmethod
     def of(cls, controller: Controller, model: Model) -> _Annotations:
@@ -109,7 +110,7 @@ class _Annotations:
             x_ref = ocp.x_ref if controller.x_ref is None else controller.x_ref
             u_ref = ocp.u_ref if controller.u_ref is None else controller.u_ref
         return cls(ocp.x_min.copy(), ocp.x_max.copy(), _constant(x_ref, model.nx), _constant(u_ref, model.nu),
-                   ocp.Q, ocp.R)
+                   ocp.Q, ocp.R, ocp.problem.constraints.path_constraints)
 
 
 def _noise(noise_std: float | Sequence[float] | FloatArray | None, nx: int) -> FloatArray | None:
@@ -261,7 +262,7 @@ def simulate_closed_loop(
             if not np.isfinite(x_next).all():
                 record.stopped = f"plant state became non-finite at step {k} (t = {(k + 1) * dt:g} s)"
                 break
-            record.add(step, u, x_next, data)
+            record.add(step, u, x_next, data, p_k)
             x, u_prev = x_next, u
     finally:
         bar.close()
@@ -350,9 +351,11 @@ class _Record:
         self.oks: list[bool] = []
         self.iters: list[int] = []
         self.statuses: list[str] = []
+        self.ps: list[FloatArray] = []
         self.stopped = ""
 
-    def add(self, step: ControlStep, u: FloatArray, x_next: FloatArray, data: StageData) -> None:
+    def add(self, step: ControlStep, u: FloatArray, x_next: FloatArray, data: StageData, p: FloatArray) -> None:
+        self.ps.append(np.asarray(p, dtype=float).reshape(-1))
         if data.x_ref is not None:
             self.x_refs.append(data.x_ref[0])
             self.u_refs.append(None if data.u_ref is None else data.u_ref[0])
@@ -396,4 +399,14 @@ class _Record:
             time_unit=model.time_unit,
             state_units=tuple(model.state_units),
             input_units=tuple(model.input_units),
+            path_values=self.path_values(notes, model, n),
         )
+
+    def path_values(self, notes: _Annotations, model: Model, n: int) -> FloatArray | None:
+        """h(x_k, u_k, p_k) of each sample (n, nh), or None without path constraints."""
+        if notes.path is None or n == 0:
+            return None
+        x, u, p = ca.SX.sym("x", model.nx), ca.SX.sym("u", model.nu), ca.SX.sym("p", model.np)
+        h = ca.Function("h", [x, u, p], [ca.vec(ca.SX(notes.path(x, u, p)))])
+        values = h.map(n)(np.array(self.xs[:n]).T, np.array(self.us).T, np.array(self.ps).reshape(n, model.np).T)
+        return np.array(values, dtype=float).T.reshape(n, -1)

@@ -98,6 +98,7 @@ class Trajectory:
     Q: np.ndarray | None = None
     R: np.ndarray | None = None
     status: tuple[str, ...] = ()
+    path_values: np.ndarray | None = None
     stopped: str = ""
     time_unit: str = "s"
     state_units: tuple[str, ...] = ()
@@ -210,6 +211,8 @@ class Trajectory:
             "max_input_change": _finite_or_none(np.abs(np.diff(self.u, axis=0)).max(axis=0) if K > 1
                                                 else np.zeros(self.u.shape[1])),
             "stopped": self.stopped,
+            **({} if self.path_values is None else
+               {"max_path_violation": float(np.maximum(self.path_values, 0.0).max(initial=0.0))}),
         }
         if self.x_ref is not None:
             out["tracking_error"] = {key: _finite_or_none(v) for key, v in self.tracking_error().items()}
@@ -253,6 +256,7 @@ class Trajectory:
             "input_names": list(self.input_names),
             "state_units": list(self.state_units),
             "input_units": list(self.input_units),
+            **({} if self.path_values is None else {"path_values": _rows(self.path_values)}),
             "success": [bool(s) for s in self.success],
             "iterations": [int(i) for i in self.iterations],
             "status": list(self.status),
@@ -391,6 +395,20 @@ class Trajectory:
         axes[-1].set_xlabel(f"t [{self.time_unit}]")
         fig.suptitle(f"{self.model_name}: applied inputs")
         paths.append(save(fig, "inputs.png"))
+
+        if self.path_values is not None and self.steps:
+            fig = Figure(figsize=(6.4, 3.0), layout="constrained")
+            ax = fig.subplots()
+            for j in range(self.path_values.shape[1]):
+                ax.stairs(self.path_values[:, j], self.t[:self.path_values.shape[0] + 1], lw=1.2, baseline=None,
+                          label=f"h{j}")
+            ax.axhline(0.0, color="tab:red", ls="--", lw=0.9)
+            ax.set_xlabel(f"t [{self.time_unit}]")
+            ax.set_ylabel("h(x, u, p)  (<= 0)")
+            ax.legend(fontsize="small")
+            ax.grid(alpha=0.3)
+            fig.suptitle(f"{self.model_name}: path constraints")
+            paths.append(save(fig, "path_constraints.png"))
 
         fig = Figure(figsize=(6.4, 3.0), layout="constrained")
         ax = fig.subplots()
