@@ -225,7 +225,7 @@ def test_cartpole_tracking_scenario_follows_the_sinusoid(tmp_path, capsys):
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert "tracking_error" in summary["stats"] and summary["scenario"]["reference"] == "sinusoid"
     assert list(csv.reader((tmp_path / "run" / "trajectory.csv").open()))[0][-4:] == [
-        "p_ref", "theta_ref", "v_ref", "omega_ref"]
+        "p_ref [m]", "theta_ref [rad]", "v_ref [m/s]", "omega_ref [rad/s]"]
     assert main(["mpc", "--model", "pendulum", "--scenario", "tracking", "--out", str(tmp_path / "x")]) == 2
     assert "has no scenario 'tracking': choose one of default, hold" in capsys.readouterr().err
 
