@@ -87,7 +87,35 @@ def reference_page() -> str:
     return "".join(parts)
 
 
+#: The examples whose figures the gallery shows (each runs in a second or two).
+GALLERY = {"own_model": ("own_model.png",), "mpc_path_constraint": ("states.png", "path_constraints.png"),
+           "dae": ("states.png",)}
+
+
+def gallery_figures() -> dict[str, bytes]:
+    """``gallery/EXAMPLE_FIGURE.png``: the figures of the `GALLERY` examples, run at build time."""
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    figures = {}
+    with tempfile.TemporaryDirectory(prefix="shooting_gallery_") as tmp:
+        for example, names in GALLERY.items():
+            out = Path(tmp) / example
+            done = subprocess.run([sys.executable, str(root / "examples" / f"{example}.py"), str(out)],
+                                  capture_output=True, text=True, timeout=600)
+            if done.returncode != 0:
+                raise PluginError(f"examples/{example}.py failed: {done.stderr.strip().splitlines()[-1:]}")
+            for name in names:
+                figures[f"gallery/{example}_{name}"] = (out / name).read_bytes()
+    return figures
+
+
 def on_files(files: Files, config: Any) -> Files:
     for name, text in {**cli_pages(), "reference.md": reference_page()}.items():
         files.append(File.generated(config, name, content=text))
+    for name, data in gallery_figures().items():
+        files.append(File.generated(config, name, content=data))
     return files

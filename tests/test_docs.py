@@ -65,3 +65,11 @@ def test_a_public_name_without_a_docstring_fails_the_build() -> None:
             hooks.reference_page()
     finally:
         shooting.build_integrator.__doc__ = saved
+
+
+def test_the_gallery_shows_the_examples_figures(site: Path) -> None:
+    page = (site / "examples" / "index.html").read_text(encoding="utf-8")
+    figures = sorted((site / "gallery").glob("*.png"))
+    assert len(figures) >= 4 and all(f.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for f in figures)
+    for figure in figures:
+        assert f"gallery/{figure.name}" in page
