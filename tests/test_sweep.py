@@ -149,6 +149,10 @@ def test_three_rows_recomputed_with_simulate_closed_loop(serial):
         assert row["failed_steps"] == int((~traj.success).sum()) == 0
         tolerance = max(0.05, 0.05 * float(np.max(np.abs(scenario.x0))))
         assert row["success"] == (final <= tolerance)
+        # the distance that does not add units: each state over the nominal start's distance in it (vanderpol:
+        # x0 = (0.5, 0.5) from the origin), see shooting.sweeps.cases.state_scale
+        scale = np.where(np.abs(scenario.x0) > 0, np.abs(scenario.x0), 1.0)
+        assert row["final_error_scaled"] == pytest.approx(float(np.max(np.abs(traj.x[-1]) / scale)), rel=1e-12)
         assert 0 < row["solve_time_median"] <= row["solve_time_max"]
 
 
@@ -314,7 +318,7 @@ def test_ctrl_c_keeps_the_journal_and_resume_runs_only_the_missing_cases(serial,
         rows = list(csv.DictReader(handle))
     assert list(rows[0])[:9] == ["case", "seed", "success", "failed_steps", "cost", "final_error", "max_violation",
                                  "solve_time_median", "solve_time_max"]
-    assert list(rows[0])[9:] == ["outcome", "failure_reason", "x0_x1", "x0_x2", "p_mu"]
+    assert list(rows[0])[9:] == ["outcome", "failure_reason", "final_error_scaled", "x0_x1", "x0_x2", "p_mu"]
     for text, row in zip(rows, whole.rows, strict=True):
         assert int(text["case"]) == row["case"] and int(text["seed"]) == row["seed"]
         assert (text["success"] == "true") == row["success"]

@@ -316,6 +316,7 @@ def _summary(rows: Sequence[dict[str, Any]], rerun: Sequence[dict[str, Any]], mo
         "tolerance": spec.target.tolerance,
         "cost": quantiles([float(r["cost"]) for r in rows]),
         "final_error": quantiles([float(r["final_error"]) for r in rows]),
+        "final_error_scaled": quantiles([float(r["final_error_scaled"]) for r in rows]),
         "max_violation": quantiles([float(r["max_violation"]) for r in rows]),
         "worst_cases": [{c: (_finite(r[c]) if isinstance(r[c], float) else r[c]) for c in COLUMNS[:7]}
                         for r in _worst(list(rows))[:WORST_LISTED]],

@@ -43,7 +43,7 @@ FloatArray = npt.NDArray[np.float64]
 
 #: The first columns of cases.csv, in this order (then ``x0_<state>`` and ``p_<parameter>``).
 COLUMNS = ("case", "seed", "success", "failed_steps", "cost", "final_error", "max_violation", "solve_time_median",
-           "solve_time_max", "outcome", "failure_reason")
+           "solve_time_max", "outcome", "failure_reason", "final_error_scaled")
 #: A case's outcome: arrived within the tolerance, ran to the end but did not, stopped early (the plant state
 #: became non-finite), or could not run (an error before or in the loop). Solver failures on the way are counted
 #: apart (``failed_steps``, ``failure_reason``): a case that arrived despite them succeeded.
@@ -217,6 +217,8 @@ class Target:
         The scenario's time-varying reference.
     path : callable ``(x, u, p) -> h``, optional
         The OCP's path constraints h <= 0 (``max_violation`` counts their excess too).
+    scale : ndarray, shape (nx,), optional
+        Each state's scale for ``final_error_scaled`` (see `state_scale`); default ones.
     """
 
     Q: FloatArray
@@ -230,6 +232,7 @@ class Target:
     tolerance: float
     reference: Callable[[float], Any] | None = None
     path: Callable[[Any, Any, Any], Any] | None = None
+    scale: FloatArray | None = None
 
     def path_excess(self, x: FloatArray, u: FloatArray, p: FloatArray) -> float:
         """The largest h(x_k, u_k, p) over the K samples (x (K+1, nx), u (K, nu)), 0 when none exceeds 0."""
@@ -263,7 +266,16 @@ def target_of(scenario: Scenario, ocp: MultipleShootingOCP) -> Target:
         distance = float(np.max(np.abs(np.asarray(scenario.x0, dtype=float) - x_ref), initial=0.0))
         tolerance = max(TOLERANCE_FLOOR, TOLERANCE_FRACTION * distance)
     return Target(ocp.Q.copy(), ocp.R.copy(), x_ref, u_ref, ocp.x_min.copy(), ocp.x_max.copy(), ocp.u_min.copy(),
-                  ocp.u_max.copy(), float(tolerance), scenario.reference, ocp.problem.constraints.path_constraints)
+                  ocp.u_max.copy(), float(tolerance), scenario.reference, ocp.problem.constraints.path_constraints,
+                  state_scale(np.asarray(scenario.x0, dtype=float), x_ref, ocp.x_min, ocp.x_max))
+
+
+def state_scale(x0: FloatArray, x_ref: FloatArray, x_min: FloatArray, x_max: FloatArray) -> FloatArray:
+    """Each state's scale for a distance that does not add metres to radians: the nominal start's distance from
+    the target in that state (what the loop must remove), else the state's bound range, else 1 (its own unit)."""
+    distance = np.abs(x0 - x_ref)
+    span = np.where(np.isfinite(x_max - x_min), x_max - x_min, 0.0)
+    return np.where(distance > 0, distance, np.where(span > 0, span, 1.0))
 
 
 def measure(case: Case, traj: Trajectory, target: Target, steps: int) -> dict[str, Any]:
@@ -280,6 +292,8 @@ def measure(case: Case, traj: Trajectory, target: Target, steps: int) -> dict[st
     du = traj.u - u_ref
     cost = float(np.einsum("ki,ij,kj->", dx, target.Q, dx) + np.einsum("ki,ij,kj->", du, target.R, du))
     final_error = float(np.max(np.abs(traj.x[-1] - x_ref[-1]), initial=0.0))
+    scale = np.ones(traj.x.shape[1]) if target.scale is None else target.scale
+    final_scaled = float(np.max(np.abs(traj.x[-1] - x_ref[-1]) / scale, initial=0.0))
     excess = [np.maximum(target.x_min - traj.x, traj.x - target.x_max), np.maximum(target.u_min - traj.u,
                                                                                     traj.u - target.u_max)]
     violation = max((float(e.max()) for e in excess if e.size), default=0.0)
@@ -287,7 +301,7 @@ def measure(case: Case, traj: Trajectory, target: Target, steps: int) -> dict[st
         violation = max(violation, target.path_excess(traj.x, traj.u, case.p))
     failed = int(np.count_nonzero(~traj.success)) + (steps - traj.steps)
     if traj.stopped:
-        cost = final_error = math.inf
+        cost = final_error = final_scaled = math.inf
     times = traj.solve_time
     outcome = "stopped" if traj.stopped else ("reached" if final_error <= target.tolerance else "missed")
     # (the statuses' leading words: "budget", "line search failed", "QP failed"; a status may carry details)
@@ -295,7 +309,7 @@ def measure(case: Case, traj: Trajectory, target: Target, steps: int) -> dict[st
                                   if not ok)
     return {
         "case": case.index, "seed": case.seed, "success": outcome == "reached", "outcome": outcome,
-        "failure_reason": reasons.most_common(1)[0][0] if reasons else "",
+        "failure_reason": reasons.most_common(1)[0][0] if reasons else "", "final_error_scaled": final_scaled,
         "failed_steps": failed, "cost": cost, "final_error": final_error, "max_violation": max(violation, 0.0),
         "solve_time_median": float(np.median(times)) if times.size else math.nan,
         "solve_time_max": float(times.max()) if times.size else math.nan,

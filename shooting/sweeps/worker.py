@@ -152,7 +152,7 @@ def _failed(case: Case, spec: SweepSpec, message: str) -> dict[str, Any]:
     inf = float("inf")
     return {"case": case.index, "seed": case.seed, "success": False, "outcome": "error",
             "failure_reason": message.splitlines()[0][:120] if message else "error",
-            "failed_steps": spec.scenario.sim_steps,
+            "failed_steps": spec.scenario.sim_steps, "final_error_scaled": float("inf"),
             "cost": inf, "final_error": inf, "max_violation": 0.0, "solve_time_median": float("nan"),
             "solve_time_max": float("nan"), "x0": case.x0.copy(), "p": case.p.copy(), "error": message}
 
