@@ -24,6 +24,7 @@ from shooting.qp.kkt import (
     Factors,
     Iterate,
     Problem,
+    cost_gradient,
     mean_complementarity,
     newton_blocks,
     residuals,
@@ -162,7 +163,6 @@ def _ipm(P: Problem, x: FloatArray, u: FloatArray, warm: StageQPResult | None, t
     status, iterations, prev = 1, 0, (0.0, 0.0, 0.0)
     step: tuple[float, float, tuple[FloatArray, ...], FloatArray, FloatArray] | None = None
     scale0 = 0.0
-    pi_prev = it.pi.copy()
     for i in range(max_iter + 1):
         stat, eq, mu, scale = residuals(P, it)
         scale0 = scale if i == 0 else scale0
@@ -175,7 +175,7 @@ def _ipm(P: Problem, x: FloatArray, u: FloatArray, warm: StageQPResult | None, t
                 prev[0] <= 100 * tol["tol_stat"] and prev[1] <= 100 * tol["tol_eq"] and \
                 prev[2] <= 100 * tol["tol_mu"] + MU_FLOOR:
             _update(P, it, step, undo=True)  # a step that made a converged point worse (see the C)
-            it.pi = pi_prev  # (the step set pi afresh, the full Newton step's: the point before had its own)
+            it.pi = stationary_pi(P, it)  # (the step set pi afresh, the rejected Newton step's: see the C)
             iterations -= 1
             stat, eq, mu, scale = residuals(P, it)
             status = 0
@@ -189,7 +189,6 @@ def _ipm(P: Problem, x: FloatArray, u: FloatArray, warm: StageQPResult | None, t
         if i == max_iter:
             break
         prev = (stat, eq, mu)
-        pi_prev = it.pi.copy()
         rc, rcs = it.lam * it.t, it.lam_s * it.s  # predictor: sigma = 0
         try:
             blocks_ = newton_blocks(P, it, rc, rcs)
@@ -212,6 +211,18 @@ def _ipm(P: Problem, x: FloatArray, u: FloatArray, warm: StageQPResult | None, t
         _update(P, it, step, undo=False, factors=F)
         iterations = i + 1
     return to_result(P, it, status, iterations, residuals(P, it)[:3])
+
+
+def stationary_pi(P: Problem, it: Iterate) -> FloatArray:
+    """The dynamics' multipliers that make the states' stationarity hold exactly at `it` (C: @{p}_stationary_pi):
+    pi_{k-1} = g_x,k + A_k' pi_k backwards from the last stage, g_x the cost's gradient with the rows' terms."""
+    gx, _ = cost_gradient(P, it)
+    np.add.at(gx, P.sides.stage, -it.lam[:, None] * P.sides.cx)
+    pi = np.zeros_like(it.pi)
+    pi[P.N - 1] = gx[P.N]
+    for k in range(P.N - 1, 0, -1):
+        pi[k - 1] = gx[k] + P.A[k].T @ pi[k]
+    return pi
 
 
 def _update(P: Problem, it: Iterate, step: tuple, *, undo: bool, factors: Factors | None = None) -> None:
