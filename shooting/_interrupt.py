@@ -64,9 +64,11 @@ def _handler(signum: int, frame: FrameType | None) -> None:
     if sys.exc_info()[1] is not None:
         return  # an exception is being handled (cleanup is running): let it finish, the watchdog retries
     if frame is not None and (frame.f_code.co_name == "__del__"
-                              or frame.f_code.co_filename.startswith("<frozen importlib")):
-        # A finalizer, or the import machinery's own callbacks (a module lock's weakref callback was seen),
-        # would print "Exception ignored in ..." instead of stopping anything: the watchdog retries
+                              or frame.f_code.co_filename.startswith("<frozen importlib")
+                              or frame.f_code.co_filename.endswith(("weakref.py", "_weakrefset.py"))):
+        # A finalizer, the import machinery's own callbacks (a module lock's weakref callback was seen) or a
+        # weak dictionary's removal callback (seen once in 30 interrupts of `controller --check`) would print
+        # "Exception ignored in ..." instead of stopping anything: the watchdog retries
         return
     raise KeyboardInterrupt
 
