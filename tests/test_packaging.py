@@ -78,6 +78,13 @@ def test_sweep_is_an_extra_and_says_how_to_install_it(monkeypatch: pytest.Monkey
     with pytest.raises(ValueError, match=r"pip install 'shooting\[sweep\]'"):
         cluster.open_pool(None, 2, 10)
     cluster.open_pool(None, 1, 10)  # (one worker: in this process, no Dask needed)
+    # and a whole sweep in this process runs with neither dask nor distributed importable
+    for name in ("dask", "distributed"):
+        monkeypatch.setitem(sys.modules, name, None)  # (an import of it now raises ImportError)
+    model = shooting.load_model("vanderpol")
+    scenario = shooting.default_scenario(model).with_changes(sim_steps=5)
+    result = shooting.sweep(scenario, cases=2, workers=1, progress=False)
+    assert len(result.rows) == 2
 
 
 def test_licence_and_changelog_are_shipped() -> None:

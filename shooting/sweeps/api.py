@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import importlib.metadata
 import json
 import math
 import os
@@ -287,6 +288,14 @@ def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return True
 
 
+def _version_of(distribution: str) -> str | None:
+    """An installed distribution's version, None where it is not installed (Dask is the extra shooting[sweep])."""
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
 def _finite(value: float) -> float | None:
     return float(value) if math.isfinite(float(value)) else None
 
@@ -295,7 +304,6 @@ def _summary(rows: Sequence[dict[str, Any]], rerun: Sequence[dict[str, Any]], mo
              choice: ControllerChoice, opts: dict[str, Any], fingerprint: dict[str, Any], spec: SweepSpec,
              wall: float, ran: int, where: dict[str, Any]) -> dict[str, Any]:
     import casadi as ca
-    import dask
 
     ok = sum(bool(r["success"]) for r in rows)
     columns = case_columns(model)
@@ -326,7 +334,7 @@ def _summary(rows: Sequence[dict[str, Any]], rerun: Sequence[dict[str, Any]], mo
         "cases_run": ran, "cases_resumed": len(rows) - ran, "wall_time": wall,
         "cases_per_second": ran / wall if wall > 0 else None,
         "versions": {"shooting": VERSION, "casadi": str(ca.CasadiMeta.version()), "numpy": np.__version__,
-                     "dask": dask.__version__, "python": sys.version.split()[0]},
+                     "dask": _version_of("dask"), "python": sys.version.split()[0]},
     }
 
 
