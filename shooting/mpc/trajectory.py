@@ -228,6 +228,24 @@ class Trajectory:
             out["closed_loop_cost"] = float(np.einsum("ki,ij,kj->", dx, Qm, dx) + np.einsum("ki,ij,kj->", du, Rm, du))
         return out
 
+    def _path_figure(self) -> Any:
+        """The path constraints' values h (<= 0) over the run, one line per row (for `plot`): a Figure."""
+        from matplotlib.figure import Figure
+
+        assert self.path_values is not None
+        fig = Figure(figsize=(6.4, 3.0), layout="constrained")
+        ax = fig.subplots()
+        for j in range(self.path_values.shape[1]):
+            ax.stairs(self.path_values[:, j], self.t[:self.path_values.shape[0] + 1], lw=1.2, baseline=None,
+                      label=f"h{j}")
+        ax.axhline(0.0, color="tab:red", ls="--", lw=0.9)
+        ax.set_xlabel(f"t [{self.time_unit}]")
+        ax.set_ylabel("h(x, u, p)  (<= 0)")
+        ax.legend(fontsize="small")
+        ax.grid(alpha=0.3)
+        fig.suptitle(f"{self.model_name}: path constraints")
+        return fig
+
     @staticmethod
     def label(name: str, units: tuple[str, ...], i: int) -> str:
         """``"name [unit]"`` for a plot axis or a CSV column, or the name alone without a unit."""
@@ -397,18 +415,7 @@ class Trajectory:
         paths.append(save(fig, "inputs.png"))
 
         if self.path_values is not None and self.steps:
-            fig = Figure(figsize=(6.4, 3.0), layout="constrained")
-            ax = fig.subplots()
-            for j in range(self.path_values.shape[1]):
-                ax.stairs(self.path_values[:, j], self.t[:self.path_values.shape[0] + 1], lw=1.2, baseline=None,
-                          label=f"h{j}")
-            ax.axhline(0.0, color="tab:red", ls="--", lw=0.9)
-            ax.set_xlabel(f"t [{self.time_unit}]")
-            ax.set_ylabel("h(x, u, p)  (<= 0)")
-            ax.legend(fontsize="small")
-            ax.grid(alpha=0.3)
-            fig.suptitle(f"{self.model_name}: path constraints")
-            paths.append(save(fig, "path_constraints.png"))
+            paths.append(save(self._path_figure(), "path_constraints.png"))
 
         fig = Figure(figsize=(6.4, 3.0), layout="constrained")
         ax = fig.subplots()
