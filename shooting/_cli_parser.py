@@ -22,6 +22,10 @@ DESCRIPTION = ("shooting-codegen: list models and tableaus, inspect a tableau, e
                "controllers as C, run MPC.")
 
 
+#: Help of --real (integrator and controller).
+REAL_HELP = "the C's floating-point type: double, or float (single precision throughout, its own sin/cos)"
+
+
 class _Parser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("allow_abbrev", False)  # (an abbreviation accepted today breaks with tomorrow's option)
@@ -132,9 +136,7 @@ def _add_integrator(sub: "argparse._SubParsersAction[_Parser]") -> None:
                             "dt stays an input of the C function)")
     integ.add_argument("--out", required=True, metavar="DIR", help="output directory (created)")
     integ.add_argument("--name", help="C prefix and file stem (default <model>_<method>)")
-    integ.add_argument("--real", choices=REALS, default="double",
-                       help="the C's floating-point type: double, or float (single precision throughout, its own "
-                            "sin/cos)")
+    integ.add_argument("--real", choices=REALS, default="double", help=REAL_HELP)
     integ.add_argument("--sensitivities", choices=SENSITIVITIES, default="forward",
                        help="what the step returns beside x_next: forward (A, B), adjoint (A' lam, B' lam), "
                             "second-order (A, B and the Hessian of lam' x_next), or none")
@@ -223,9 +225,7 @@ def _add_controller(sub: "argparse._SubParsersAction[_Parser]") -> None:
                           "linearisation that cannot be met is then never an infeasible QP)")
     ctl.add_argument("--slack-l1", type=_nonnegative_float, help="L1 weight of the slacks (default 1e3)")
     ctl.add_argument("--slack-l2", type=_positive_float, help="L2 weight of the slacks (default 1e2)")
-    ctl.add_argument("--real", choices=REALS, default="double",
-                     help="the C's floating-point type: double, or float (single precision throughout, its own "
-                          "sin/cos; the check's allowance follows)")
+    ctl.add_argument("--real", choices=REALS, default="double", help=REAL_HELP + "; the check's allowance follows")
     ctl.add_argument("--scenario", default="default",
                      help="the model's scenario: 'default', or a named one (see 'shooting-codegen list')")
     ctl.add_argument("--qp", choices=CONTROLLER_QPS, default=CONTROLLER_QPS[0],

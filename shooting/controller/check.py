@@ -45,14 +45,14 @@ from shooting.controller.board import (
 from shooting.controller.c_source import ControllerSpec
 from shooting.controller.host import load_controller
 from shooting.controller.loop_run import LoopRun
-from shooting.mpc.curvature import curvature_functions, row_multipliers
+from shooting.mpc.curvature import row_multipliers
 from shooting.mpc.ocp import MultipleShootingOCP
 from shooting.mpc.rti import RTIController
 from shooting.mpc.rti_stage import StageQPBuilder
 from shooting.mpc.simulate import simulate_closed_loop
 from shooting.mpc.sqp import COLD_START_ITERATIONS, SQP_TOLERANCES, sqp
 from shooting.options import Hessian
-from shooting.qp import OCP_QP_TOLERANCES, StageQP, solve_stage_qp
+from shooting.qp import OCP_QP_TOLERANCES, StageQP, StageQPResult, solve_stage_qp
 
 __all__ = ["MAX_TOLERANCE", "NOISE_SEED", "REFERENCE_AGREEMENT", "REFERENCE_IPOPT_OPTIONS", "TOLERANCE_FLOOR",
            "TOLERANCE_SAFETY", "LoopRun", "Tolerance", "board_loop", "compare_inputs", "host_loop", "input_scale",
@@ -215,7 +215,7 @@ def input_tolerance(ocp: MultipleShootingOCP, spec: ControllerSpec, x0: FloatArr
     cold = sqp(xs, ug, lambda a, b, f: builder.sqp_step(a, b, d["x_ref"], d["u_ref"], d["p"], 0.0, zero, loose=f),
                lambda a, b: ocp.cost(a, b), lambda a, b: builder.defects(a, b, d["p"], 0.0),
                max_iter=COLD_START_ITERATIONS)
-    multipliers = _multiplier_curvature(ocp, spec, xg, ug, real)
+    multipliers = _multiplier_curvature(ocp, spec, xg, ug, exact, np.asarray(d["p"], dtype=float), real)
     cast = np.float32 if real == "float" else np.float64
     z0 = (spec.model.z0,) if spec.model.nz else ()  # (a DAE's step: Newton from the model's z0)
     vectors = [[np.asarray(v, dtype=cast).astype(float) for v in (xg[k], ug[k], spec.p0, k * spec.dt, spec.dt, *z0)]
@@ -264,26 +264,21 @@ def input_tolerance(ocp: MultipleShootingOCP, spec: ControllerSpec, x0: FloatArr
 
 
 def _multiplier_curvature(ocp: MultipleShootingOCP, spec: ControllerSpec, xg: FloatArray, ug: FloatArray,
-                          real: str) -> Callable[[StageQP, np.random.Generator], None] | None:
+                          first: StageQPResult, p: FloatArray, real: str
+                          ) -> Callable[[StageQP, np.random.Generator], None] | None:
     """For ``hessian="exact"``: a perturbation of a stage QP's blocks by the curvature of multiplier errors at the
-    QP's stopping tolerance (see `input_tolerance`), from the multipliers of the first QP at the guess; None for
-    Gauss-Newton's Hessian."""
-    if spec.hessian != "exact":
+    QP's stopping tolerance (see `input_tolerance`), from the multipliers of the `first` QP at the guess (p: its
+    parameters per stage); None for Gauss-Newton's Hessian."""
+    if spec.curvature is None:
         return None
     N, nx = ocp.horizon, ocp.nx
-    builder = StageQPBuilder(ocp)
-    d = ocp.layout.unpack_parameters(ocp.parameters(xg[0]))
-    zero = np.zeros(ocp.nu)
-    qp = builder.with_state(builder.build(xg, ug, d["x_ref"], d["u_ref"], d["p"], 0.0, zero), xg[0], zero)
-    res = solve_stage_qp(qp, x_guess=builder.guess(xg, ug, zero), u_guess=ug)
-    pi, lam = np.asarray(res.pi, dtype=float)[:, :nx], np.asarray(res.lam, dtype=float)
-    z = qp.sizes
+    pi, lam = np.asarray(first.pi, dtype=float)[:, :nx], np.asarray(first.lam, dtype=float)
+    z = spec.sizes
     mu, _ = row_multipliers(lam, N, z.nu, z.nbx, z.ng, z.ngN)
     size = OCP_QP_TOLERANCES["float" if real == "float" else "double"]["tol_stat"] * max(
         float(np.abs(pi).max(initial=0.0)), float(np.abs(mu).max(initial=0.0)), 1.0)
-    stage, _ = curvature_functions(ocp)
+    stage = spec.curvature  # (the export's own, built once by controller_spec)
     times = ocp.dt * np.arange(N)
-    p = np.asarray(d["p"], dtype=float)
 
     def perturb(q: StageQP, rng: np.random.Generator) -> None:
         dpi, dmu = size * rng.uniform(-1, 1, pi.shape), size * rng.uniform(-1, 1, mu.shape)
