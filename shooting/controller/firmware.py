@@ -31,7 +31,7 @@ import numpy.typing as npt
 
 from shooting.codegen.c_files import generate_c
 from shooting.codegen.emitter import literal
-from shooting.codegen.qemu_mps2 import FAULT_EXIT_CODE
+from shooting.codegen.qemu_mps2 import FAULT_EXIT_CODE, MPS2_AN386_LINKER_SCRIPT
 from shooting.codegen.toolchain import M4_CFLAGS
 from shooting.controller.board import PLANT_METHOD, PLANT_STEPS
 from shooting.controller.c_source import ControllerSpec
@@ -122,6 +122,8 @@ fault_exit_block:
     .pool
 """
 
+#: The memory of an STM32F405 and the sections of the emulated board's script (the same GNU ld layout: vector
+#: table first, .data loaded from flash, .bss, the heap's `end`).
 _LINKER = """\
 /* Linker script for an STM32F405 (1 MB flash, 128 KB SRAM1 + SRAM2), written by shooting.controller.firmware.
    (The 64 KB of core-coupled memory at 0x10000000 is left free.) */
@@ -133,36 +135,7 @@ MEMORY
 ENTRY(Reset_Handler)
 __stack_top = ORIGIN(RAM) + LENGTH(RAM);
 
-SECTIONS
-{
-  .text :
-  {
-    KEEP(*(.isr_vector))
-    *(.text .text.*)
-    *(.rodata .rodata.*)
-    . = ALIGN(4);
-  } > FLASH
-  .ARM.exidx : { *(.ARM.exidx* .gnu.linkonce.armexidx.*) } > FLASH
-  .data : ALIGN(8)
-  {
-    __data_start__ = .;
-    *(.data .data.*)
-    . = ALIGN(4);
-    __data_end__ = .;
-  } > RAM AT > FLASH
-  __data_load__ = LOADADDR(.data);
-  .bss (NOLOAD) : ALIGN(8)
-  {
-    __bss_start__ = .;
-    *(.bss .bss.*)
-    *(COMMON)
-    . = ALIGN(4);
-    __bss_end__ = .;
-  } > RAM
-  . = ALIGN(8);
-  end = .;
-}
-"""
+""" + MPS2_AN386_LINKER_SCRIPT[MPS2_AN386_LINKER_SCRIPT.index("SECTIONS"):]
 
 _SYSTEM = """\
 /* Clock, USART1, the DWT cycle counter and semihosting's exit for an STM32F405, written by
