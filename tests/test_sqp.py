@@ -305,3 +305,43 @@ def test_float_cold_solve_with_a_nonlinear_obstacle_converges(tmp_path) -> None:
     span = model.u_max - model.u_min
     # (an input at its bound stays mu / lam inside it in float: up to 1e-3 of its range here)
     assert (np.abs(res.u - truth.u) / span).max() <= 2e-3
+
+
+def _bound_beyond_reference() -> shooting.MultipleShootingOCP:
+    """The cart held within |p| <= 0.25 (hard) while its reference is p = 1 and the terminal weight on p is large:
+    at the optimum the cart rests against the bound and the bound's multipliers (~440) exceed every dynamics
+    multiplier (70-190), the case where a merit weight taken from the dynamics' multipliers alone is too small."""
+    model = shooting.load_model("cartpole")
+    Q = np.diag([3.0, 8.0, 0.2, 0.1])
+    with pytest.warns(shooting.ReferenceBeyondBoundsWarning):
+        return shooting.MultipleShootingOCP(model, 20, dt=0.05, Q=Q, R=[0.03],
+                                            Q_terminal=np.diag([300.0, 80.0, 2.0, 1.0]), x_ref=[1.0, 0.0, 0.0, 0.0],
+                                            u_min=[-40.0], u_max=[40.0],
+                                            x_min=[-0.25, -np.inf, -np.inf, -np.inf],
+                                            x_max=[0.25, np.inf, np.inf, np.inf], solver_options=TIGHT)
+
+
+@needs_gcc
+def test_the_merit_weight_exceeds_every_multiplier_of_the_kkt_point(tmp_path) -> None:
+    # The l1 merit J + nu V is exact (its minimisers are the NLP's KKT points) only for nu above the largest
+    # multiplier of the constraints it penalises (Nocedal and Wright, Numerical Optimization, 2nd ed., thm. 17.3):
+    # the dynamics' and the hard bounds'. Truth: IPOPT's multipliers at its optimum, from the outside; the SQPs
+    # (C and Python) must end at that point with nu >= their largest (they take 1.1 x the QPs' multipliers).
+    ocp = _bound_beyond_reference()
+    assert export_controller(ocp, tmp_path / "c", name="nu").ok
+    ctl = load_controller(tmp_path / "c")
+    layout, nx = ocp.layout, ocp.model.nx
+    for x0 in ([0.25, 0.05, 0.0, 0.0], [0.0, 0.1, 0.3, 0.0]):
+        x0 = np.array(x0)
+        truth = ocp.solve(x0)
+        assert truth.success
+        bounds = max(np.abs(np.array(layout.states(truth.lam_x))[1:]).max(), np.abs(layout.inputs(truth.lam_x)).max())
+        dynamics = np.abs(truth.lam_g[nx:]).max()  # (the first nx rows fix x_0: not in the merit)
+        assert bounds > 2 * dynamics  # (the case this test is about: the bound's multiplier is the largest)
+        ctl.reset(x0)
+        c = ctl.solve(x0, max_iter=200)
+        py = RTIController(ocp, initialize_with_ipopt=False).solve(x0, max_iter=200)
+        for res in (c, py):
+            assert res.status == 0, res.message
+            _agree(res.u, truth.u, 1e-7)
+            assert res.merit_weight >= max(bounds, dynamics), (res.merit_weight, bounds, dynamics)

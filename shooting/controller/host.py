@@ -113,6 +113,7 @@ int shim_sqp_iterations(const {stem}_mem* m) {{ return m->sqp_iterations; }}
 int shim_cold(const {stem}_mem* m) {{ return m->cold; }}
 double shim_sqp_step(const {stem}_mem* m) {{ return (double)m->sqp_step; }}
 double shim_sqp_defect(const {stem}_mem* m) {{ return (double)m->sqp_defect; }}
+double shim_merit_weight(const {stem}_mem* m) {{ return (double)m->merit_weight; }}
 {name}_real* shim_x({stem}_mem* m) {{ return m->x; }}
 {name}_real* shim_u({stem}_mem* m) {{ return m->u; }}
 /* The sizes compiled in: the header's constants, and the length of each array of the
@@ -222,7 +223,8 @@ class HostController:
                                ("shim_qp_iterations_sample", ctypes.c_int),
                                ("shim_sqp_iterations", ctypes.c_int), ("shim_cold", ctypes.c_int),
                                ("shim_sqp_step", ctypes.c_double),
-                               ("shim_sqp_defect", ctypes.c_double), ("shim_x", vp), ("shim_u", vp)):
+                               ("shim_sqp_defect", ctypes.c_double), ("shim_merit_weight", ctypes.c_double),
+                               ("shim_x", vp), ("shim_u", vp)):
             getattr(lib, fname).restype = restype
             getattr(lib, fname).argtypes = [vp]
         self.mem_bytes = sizes["mem"]
@@ -325,7 +327,8 @@ class HostController:
         -------
         SQPResult
             ``u`` (N, nu), ``x`` (N+1, nx), ``iterations``, ``status`` (0 converged; else the C's code:
-            `CONTROLLER_STATUS`), ``step``, ``defect`` (relative), ``message``.
+            `CONTROLLER_STATUS`), ``step``, ``defect`` (relative), ``message``, ``merit_weight`` (the l1 merit's
+            penalty at the end).
         """
         xv = _validate.vector(x0, self.model.nx, "x0", broadcast=False)
         max_iter = _validate.integer(max_iter, "max_iter", minimum=1, maximum=MAX_SQP_ITERATIONS)
@@ -342,7 +345,8 @@ class HostController:
         return SQPResult(self.x_pred.copy(), self.u_pred.copy(), int(self._lib.shim_sqp_iterations(self._mem)),
                          status, float(self._lib.shim_sqp_step(self._mem)),
                          float(self._lib.shim_sqp_defect(self._mem)),
-                         "" if status == 0 else CONTROLLER_STATUS.get(status, f"status {status}"))
+                         "" if status == 0 else CONTROLLER_STATUS.get(status, f"status {status}"),
+                         float(self._lib.shim_merit_weight(self._mem)))
 
     def _call(self, what: str, *args: object) -> int:
         return int(self._fn[what](self._mem, *args))

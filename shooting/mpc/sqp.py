@@ -122,6 +122,11 @@ class SQPResult:
     defect : float
         The dynamics' defects at the end (infinity norm, relative).
     message : str
+    merit_weight : float
+        The l1 merit's penalty nu on the defects and the hard rows' excess at the end (never decreased: at
+        least 1.1 times the largest multiplier of the dynamics and the hard rows any QP returned; an exact
+        penalty needs nu above the KKT point's largest, Nocedal and Wright, Numerical Optimization, 2nd ed.,
+        thm. 17.3). 0 where no QP was solved.
     """
 
     x: FloatArray
@@ -131,6 +136,7 @@ class SQPResult:
     step: float
     defect: float
     message: str = ""
+    merit_weight: float = 0.0
 
     @property
     def success(self) -> bool:
@@ -169,13 +175,13 @@ def sqp(x: FloatArray, u: FloatArray, qp_step: Callable[[FloatArray, FloatArray,
         scale = 1.0 + max(np.abs(x).max(initial=0.0), np.abs(u).max(initial=0.0))
         defect = float(np.abs(defects(x, u)).max(initial=0.0)) / scale
         if step_size <= tol["step"] and defect <= tol["defect"]:
-            return SQPResult(x, u, it, 0, step_size, defect)
+            return SQPResult(x, u, it, 0, step_size, defect, merit_weight=nu_pen)
         if it == max_iter:
-            return SQPResult(x, u, it, 1, step_size, defect, SQP_STATUS[1])
+            return SQPResult(x, u, it, 1, step_size, defect, SQP_STATUS[1], nu_pen)
         loose = not exact and step_size > QP_LOOSE_STEP
         qp = qp_step(x, u, loose)
         if not qp.ok:
-            return SQPResult(x, u, it, 2, step_size, defect, f"{SQP_STATUS[2]}: {qp.message}")
+            return SQPResult(x, u, it, 2, step_size, defect, f"{SQP_STATUS[2]}: {qp.message}", nu_pen)
         dx, du = qp.x - x, qp.u - u
         step_size = max(np.abs(dx).max(initial=0.0), np.abs(du).max(initial=0.0)) / scale
         nu_pen = max(nu_pen, 1.1 * qp.multiplier)
@@ -198,7 +204,7 @@ def sqp(x: FloatArray, u: FloatArray, qp_step: Callable[[FloatArray, FloatArray,
                 if loose:  # an inexact QP's step that does not descend: again, exactly from now on
                     exact = retry = True
                     break
-                return SQPResult(x, u, it, 3, step_size, defect, f"{SQP_STATUS[3]} (merit {phi:.6g})")
+                return SQPResult(x, u, it, 3, step_size, defect, f"{SQP_STATUS[3]} (merit {phi:.6g})", nu_pen)
             alpha *= BACKTRACK
         if retry:
             continue  # (this iterate again)
