@@ -73,6 +73,18 @@ def _case(name: str) -> tuple[shooting.MultipleShootingOCP, np.ndarray]:
     return ocp, np.array(ocp.model.x0 if x0 is None else x0, dtype=float)
 
 
+def _outside_defect(ocp: shooting.MultipleShootingOCP, x: np.ndarray, u: np.ndarray) -> float:
+    """max_k |x_{k+1} - F(x_k, u_k)| relative to 1 + the trajectory's size (the SQP's own measure), with F CasADi's
+    own fixed-step Runge-Kutta integrator ("rk": the classic RK4), not ours: a converged SQP's claim checked."""
+    assert ocp.method == "rk4"
+    m = ocp.model
+    F = ca.integrator("F", "rk", {"x": m.x, "u": m.u, "p": m.p, "ode": m.xdot}, 0.0, ocp.dt,
+                      {"number_of_finite_elements": ocp.steps})
+    p = np.repeat(np.reshape(m.p0, (-1, 1)), len(u), axis=1)
+    x_next = np.array(F(x0=x[:-1].T, u=u.T, p=p)["xf"]).T
+    return float(np.abs(x[1:] - x_next).max() / (1 + max(np.abs(x).max(), np.abs(u).max())))
+
+
 def _agree(u: np.ndarray, truth: np.ndarray, tol: float) -> float:
     err = float(np.abs(u - truth).max() / (1.0 + np.abs(truth).max()))
     assert err < tol, err
@@ -87,6 +99,8 @@ def test_python_sqp_from_a_held_state_reaches_ipopts_optimum(name: str) -> None:
     rti = RTIController(ocp, initialize_with_ipopt=False)
     res = rti.solve(x0, max_iter=200)
     assert res.status == 0, res.message
+    # converged means a step and a defect within SQP_TOLERANCES (rk4 against CasADi's rk: rounding apart)
+    assert _outside_defect(ocp, res.x, res.u) <= SQP_TOLERANCES["double"]["defect"]
     _agree(res.u, truth.u, 1e-6)
     assert abs(ocp.cost(res.x, res.u) - truth.cost) <= 1e-9 * max(1.0, abs(truth.cost))
     if name == "cart bound active":
@@ -122,6 +136,7 @@ def test_c_solve_from_a_held_state_reaches_ipopts_optimum(name: str, tmp_path) -
     res = ctl.solve(x0, max_iter=200)
     assert res.status == 0, res.message
     assert res.step <= SQP_TOLERANCES["double"]["step"] and res.defect <= SQP_TOLERANCES["double"]["defect"]
+    assert _outside_defect(ocp, res.x, res.u) <= SQP_TOLERANCES["double"]["defect"]
     _agree(res.u, truth.u, 1e-6)
     # The same iteration as the Python twin: the same iterates to rounding, so the same count but where a
     # last step lands within rounding of the tolerance, and the same point within the tolerance.
