@@ -66,10 +66,13 @@ class Scenario:
     parameters : callable ``t -> p``, optional
         Time-varying model parameters (shape (np,)) for controller and plant.
     final_tolerance : float, optional
-        What `shooting.sweep` counts as arrived: a case succeeds when every
-        solve succeeded and max |x_K - x_ref| <= final_tolerance. Default
-        ``0.05 * max(1, max |x0 - x_ref|)`` (5 % of the nominal start's
-        distance from the target, in max-norm, and at least 0.05).
+        What `shooting.sweep` counts as arrived, in the states' units: a case
+        succeeds when max_i |x_K,i - x_ref,i| <= final_tolerance (failed
+        solves on the way are counted apart). Default: each state on its own
+        scale, |x_K,i - x_ref,i| <= 0.05 * max(1, |x0_i - x_ref,i|) (5 % of
+        the nominal start's distance from the target in that state, at least
+        0.05 of its unit; ``final_error_scaled <= 0.05``), so that metres and
+        radians are not compared.
 
     Raises
     ------

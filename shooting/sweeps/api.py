@@ -24,7 +24,7 @@ from shooting.loading import load_model
 from shooting.model import Model
 from shooting.mpc.scenarios import Scenario, build_ocp
 from shooting.options import SWEEP_CONTROLLERS
-from shooting.sweeps.cases import COLUMNS, OUTCOMES, Case, case_columns, draw_cases, target_of
+from shooting.sweeps.cases import COLUMNS, OUTCOMES, Case, Target, case_columns, draw_cases, target_of
 from shooting.sweeps.cluster import open_pool
 from shooting.sweeps.controllers import ControllerChoice, choose_controller
 from shooting.sweeps.output import FILES, RECORD, Journal, csv_text, plot_png, quantiles
@@ -216,7 +216,7 @@ def sweep(
                     journal.add(row)
                 meter.finished()
             if out is not None:
-                worst = _worst(list(rows.values()))[:WORST_PLOTTED]
+                worst = _worst(list(rows.values()), spec.target)[:WORST_PLOTTED]
                 by_index = {case.index: case for case in drawn}
                 rerun = sorted(pool.run([by_index[r["case"]] for r in worst], spec, trajectory=True),
                                key=lambda r: [w["case"] for w in worst].index(r["case"]))
@@ -270,10 +270,11 @@ def _fingerprint(scenario: Scenario, model: Model, choice: ControllerChoice, opt
             "cases": explicit}
 
 
-def _worst(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Failures first, then by final error and cost, largest first."""
+def _worst(rows: list[dict[str, Any]], target: Target) -> list[dict[str, Any]]:
+    """Failures first, then by the final error the tolerance applies to and cost, largest first."""
     def key(row: dict[str, Any]) -> tuple[bool, float, float, int]:
-        fe, cost = float(row["final_error"]), float(row["cost"])
+        fe = target.arrival_error(float(row["final_error"]), float(row["final_error_scaled"]))
+        cost = float(row["cost"])
         return (bool(row["success"]), -(fe if not math.isnan(fe) else math.inf),
                 -(cost if not math.isnan(cost) else math.inf), int(row["case"]))
     return sorted(rows, key=key)
@@ -322,12 +323,15 @@ def _summary(rows: Sequence[dict[str, Any]], rerun: Sequence[dict[str, Any]], mo
                                                                 r.get("failure_reason")).most_common())},
         "failed_steps_total": int(sum(int(r["failed_steps"]) for r in rows)),
         "tolerance": spec.target.tolerance,
+        "tolerance_applies_to": "final_error_scaled" if spec.target.scaled else "final_error",
+        "state_scale": dict(zip(model.state_names, (float(v) for v in (
+            np.ones(model.nx) if spec.target.scale is None else spec.target.scale)), strict=True)),
         "cost": quantiles([float(r["cost"]) for r in rows]),
         "final_error": quantiles([float(r["final_error"]) for r in rows]),
         "final_error_scaled": quantiles([float(r["final_error_scaled"]) for r in rows]),
         "max_violation": quantiles([float(r["max_violation"]) for r in rows]),
         "worst_cases": [{c: (_finite(r[c]) if isinstance(r[c], float) else r[c]) for c in COLUMNS[:7]}
-                        for r in _worst(list(rows))[:WORST_LISTED]],
+                        for r in _worst(list(rows), spec.target)[:WORST_LISTED]],
         "case_errors": dict(list(errors.items())[:WORST_LISTED]),
         "worst_recomputed_match": all(_same(r, by_case[r["case"]]) for r in rerun) if rerun else None,
         "columns": list(columns), "fingerprint": fingerprint, "run_on": where,
@@ -340,7 +344,7 @@ def _summary(rows: Sequence[dict[str, Any]], rerun: Sequence[dict[str, Any]], mo
 
 def _install(out: Path, rows: Sequence[dict[str, Any]], rerun: Sequence[dict[str, Any]], columns: Sequence[str],
              summary: dict[str, Any], model: Model, spec: SweepSpec) -> None:
-    png = plot_png(rows, rerun, model.state_names, spec.target.tolerance, f"{model.name} sweep")
+    png = plot_png(rows, rerun, model.state_names, spec.target, f"{model.name} sweep")
 
     def write(stage: Path) -> None:
         (stage / "cases.csv").write_text(csv_text(rows, columns))

@@ -52,9 +52,10 @@ OUTCOMES = ("reached", "missed", "stopped", "error")
 CASE_KEYS = ("x0", "p", "noise_std", "seed")
 #: Most cases of one sweep.
 MAX_CASES = 10_000_000
-#: The default success tolerance: this fraction of the nominal start's distance from the target (max-norm) ...
+#: The default success tolerance: every state within this fraction of its scale (`state_scale`: the nominal start's
+#: distance from the target in that state) ...
 TOLERANCE_FRACTION = 0.05
-#: ... and at least this, in the states' units.
+#: ... and at least this, in the state's unit.
 TOLERANCE_FLOOR = 0.05
 
 
@@ -212,13 +213,16 @@ class Target:
     u_min, u_max : ndarray, shape (nu,)
         The OCP's bounds (``max_violation``).
     tolerance : float
-        ``success`` needs ``final_error <= tolerance``.
+        ``success`` needs ``final_error_scaled <= tolerance`` (`scaled`), else ``final_error <= tolerance``.
     reference : callable ``t -> (x_ref, u_ref)``, optional
         The scenario's time-varying reference.
     path : callable ``(x, u, p) -> h``, optional
         The OCP's path constraints h <= 0 (``max_violation`` counts their excess too).
     scale : ndarray, shape (nx,), optional
         Each state's scale for ``final_error_scaled`` (see `state_scale`); default ones.
+    scaled : bool, default False
+        Whether `tolerance` applies to ``final_error_scaled`` (the default tolerance) or to ``final_error`` (a
+        scenario's ``final_tolerance``, in the states' units).
     """
 
     Q: FloatArray
@@ -233,6 +237,11 @@ class Target:
     reference: Callable[[float], Any] | None = None
     path: Callable[[Any, Any, Any], Any] | None = None
     scale: FloatArray | None = None
+    scaled: bool = False
+
+    def arrival_error(self, final_error: float, final_error_scaled: float) -> float:
+        """The error `tolerance` applies to."""
+        return final_error_scaled if self.scaled else final_error
 
     def path_excess(self, x: FloatArray, u: FloatArray, p: FloatArray) -> float:
         """The largest h(x_k, u_k, p) over the K samples (x (K+1, nx), u (K, nu)), 0 when none exceeds 0."""
@@ -259,23 +268,31 @@ class Target:
 
 
 def target_of(scenario: Scenario, ocp: MultipleShootingOCP) -> Target:
-    """The `Target` of a scenario from its OCP (weights, first-stage references, bounds) and its tolerance."""
+    """The `Target` of a scenario from its OCP (weights, first-stage references, bounds) and its tolerance: the
+    scenario's ``final_tolerance`` on ``final_error`` when it gives one, else `TOLERANCE_FRACTION` on
+    ``final_error_scaled``."""
     x_ref, u_ref = ocp.x_ref[0].copy(), ocp.u_ref[0].copy()
-    tolerance = scenario.final_tolerance
-    if tolerance is None:
-        distance = float(np.max(np.abs(np.asarray(scenario.x0, dtype=float) - x_ref), initial=0.0))
-        tolerance = max(TOLERANCE_FLOOR, TOLERANCE_FRACTION * distance)
+    scaled = scenario.final_tolerance is None
+    tolerance = TOLERANCE_FRACTION if scenario.final_tolerance is None else scenario.final_tolerance
     return Target(ocp.Q.copy(), ocp.R.copy(), x_ref, u_ref, ocp.x_min.copy(), ocp.x_max.copy(), ocp.u_min.copy(),
                   ocp.u_max.copy(), float(tolerance), scenario.reference, ocp.problem.constraints.path_constraints,
-                  state_scale(np.asarray(scenario.x0, dtype=float), x_ref, ocp.x_min, ocp.x_max))
+                  state_scale(np.asarray(scenario.x0, dtype=float), x_ref), scaled)
 
 
-def state_scale(x0: FloatArray, x_ref: FloatArray, x_min: FloatArray, x_max: FloatArray) -> FloatArray:
+def state_scale(x0: FloatArray, x_ref: FloatArray) -> FloatArray:
     """Each state's scale for a distance that does not add metres to radians: the nominal start's distance from
-    the target in that state (what the loop must remove), else the state's bound range, else 1 (its own unit)."""
-    distance = np.abs(x0 - x_ref)
-    span = np.where(np.isfinite(x_max - x_min), x_max - x_min, 0.0)
-    return np.where(distance > 0, distance, np.where(span > 0, span, 1.0))
+    the target in that state (what the loop must remove there), at least 1 of the state's unit (a state that
+    starts at or near its target: 5 % of the scale is then 0.05 of its unit).
+
+    Parameters
+    ----------
+    x0, x_ref : ndarray, shape (nx,)
+
+    Returns
+    -------
+    ndarray, shape (nx,)
+    """
+    return np.maximum(np.abs(x0 - x_ref), TOLERANCE_FLOOR / TOLERANCE_FRACTION)
 
 
 def measure(case: Case, traj: Trajectory, target: Target, steps: int) -> dict[str, Any]:
@@ -303,7 +320,8 @@ def measure(case: Case, traj: Trajectory, target: Target, steps: int) -> dict[st
     if traj.stopped:
         cost = final_error = final_scaled = math.inf
     times = traj.solve_time
-    outcome = "stopped" if traj.stopped else ("reached" if final_error <= target.tolerance else "missed")
+    arrived = target.arrival_error(final_error, final_scaled) <= target.tolerance
+    outcome = "stopped" if traj.stopped else ("reached" if arrived else "missed")
     # (the statuses' leading words: "budget", "line search failed", "QP failed"; a status may carry details)
     reasons = collections.Counter(str(s).split(":", 1)[0] for s, ok in zip(traj.status, traj.success, strict=False)
                                   if not ok)

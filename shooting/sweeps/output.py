@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from shooting import _files
-from shooting.sweeps.cases import COLUMNS
+from shooting.sweeps.cases import COLUMNS, Target
 
 __all__ = ["FILES", "JOURNAL", "RECORD", "Journal", "csv_text", "plot_png", "quantiles"]
 
@@ -145,17 +145,21 @@ def quantiles(values: Sequence[float]) -> dict[str, float | None]:
 
 
 def plot_png(rows: Sequence[dict[str, Any]], worst: Sequence[dict[str, Any]], names: Sequence[str],
-             tolerance: float, title: str) -> bytes:
-    """sweep.png: histograms of cost and final error, success over the two widest-spread start states, the
-    distance of the worst cases from their reference over time."""
+             target: Target, title: str) -> bytes:
+    """sweep.png: histograms of cost and of the final error the tolerance applies to (scaled by default), success
+    over the two widest-spread start states, that distance of the worst cases from their reference over time."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(11, 8), layout="constrained")
     ax_cost, ax_err, ax_map, ax_worst = fig.subplots(2, 2).ravel()
     ok = np.array([bool(r["success"]) for r in rows])
+    tolerance = target.tolerance
+    scale = np.ones(len(names)) if target.scale is None or not target.scaled else target.scale
+    distance_label = "max|x - x_ref| / scale" if target.scaled else "max|x - x_ref|"
     for ax, key, label in ((ax_cost, "cost", "closed-loop cost"),
-                           (ax_err, "final_error", "final error max|x_K - x_ref|")):
+                           (ax_err, "final_error_scaled" if target.scaled else "final_error",
+                            f"final error {distance_label.replace('x - ', 'x_K - ')}")):
         values = np.array([float(r[key]) for r in rows])
         finite = values[np.isfinite(values)]
         positive = finite[finite > 0]
@@ -175,12 +179,12 @@ def plot_png(rows: Sequence[dict[str, Any]], worst: Sequence[dict[str, Any]], na
     ax_err.legend(fontsize="small")
     _success_map(ax_map, rows, ok, names)
     for row in worst:
-        distance = np.max(np.abs(np.asarray(row["x"]) - np.asarray(row["x_ref"])), axis=1)
+        distance = np.max(np.abs(np.asarray(row["x"]) - np.asarray(row["x_ref"])) / scale, axis=1)
         ax_worst.plot(row["t"], np.maximum(distance, 1e-16), lw=1.2, label=f"case {row['case']}")
     ax_worst.axhline(tolerance, color="tab:red", ls="--", lw=1.0)
     ax_worst.set_yscale("log")
     ax_worst.set_xlabel("t")
-    ax_worst.set_ylabel("max|x - x_ref|")
+    ax_worst.set_ylabel(distance_label)
     ax_worst.set_title("worst cases", fontsize="small")
     if worst:
         ax_worst.legend(fontsize="small")
