@@ -87,25 +87,34 @@ class TwoLinkArmParams:
             positive=("g", "tau1_max", "tau2_max"),
             nonnegative=("lc1", "lc2", "I1", "I2", "b1", "b2"),
         )
-        if self.m2 * self.lc2**2 + self.I2 == 0:
+        _, lc2, _, I2 = self.filled()
+        if self.m2 * lc2**2 + I2 == 0:
             raise ValueError(
                 "two_link_arm: lc2 = 0 and I2 = 0 leave link 2 without inertia about joint 2 (M(q) singular)"
             )
+
+    def filled(self) -> tuple[float, float, float, float]:
+        """``(lc1, lc2, I1, I2)`` with the uniform rods' values where None was given (as ``__post_init__`` set)."""
+        lc1, lc2, I1, I2 = self.lc1, self.lc2, self.I1, self.I2
+        if lc1 is None or lc2 is None or I1 is None or I2 is None:  # (unreachable after __post_init__)
+            raise ValueError("two_link_arm: lc1, lc2, I1, I2 not filled in")
+        return float(lc1), float(lc2), float(I1), float(I2)
 
 
 def _energies(q: ca.SX, dq: ca.SX, prm: TwoLinkArmParams) -> tuple[ca.SX, ca.SX]:
     """Kinetic and potential energy ``(T, U)`` [J] as SX expressions in ``q, dq``."""
     q1, q2 = q[0], q[1]
-    c1 = prm.lc1 * ca.vertcat(-ca.sin(q1), ca.cos(q1))
-    c2 = prm.l1 * ca.vertcat(-ca.sin(q1), ca.cos(q1)) + prm.lc2 * ca.vertcat(-ca.sin(q1 + q2), ca.cos(q1 + q2))
+    lc1, lc2, I1, I2 = prm.filled()
+    c1 = lc1 * ca.vertcat(-ca.sin(q1), ca.cos(q1))
+    c2 = prm.l1 * ca.vertcat(-ca.sin(q1), ca.cos(q1)) + lc2 * ca.vertcat(-ca.sin(q1 + q2), ca.cos(q1 + q2))
     # Velocities of the centres of mass by the chain rule: c' = (dc/dq) dq.
     v1 = ca.jacobian(c1, q) @ dq
     v2 = ca.jacobian(c2, q) @ dq
     T = (
         0.5 * prm.m1 * ca.dot(v1, v1)
-        + 0.5 * prm.I1 * dq[0] ** 2
+        + 0.5 * I1 * dq[0] ** 2
         + 0.5 * prm.m2 * ca.dot(v2, v2)
-        + 0.5 * prm.I2 * (dq[0] + dq[1]) ** 2
+        + 0.5 * I2 * (dq[0] + dq[1]) ** 2
     )
     U = prm.m1 * prm.g * c1[1] + prm.m2 * prm.g * c2[1]
     return T, U

@@ -101,3 +101,37 @@ def test_no_tracked_file_passes_one_megabyte() -> None:
     files = [f for f in done.stdout.decode().split("\0") if f]
     big = [f for f in files if (ROOT / f).is_file() and (ROOT / f).stat().st_size > 1_000_000]
     assert not big
+
+
+@pytest.mark.slow
+def test_an_editable_install_is_seen_by_a_type_checker(tmp_path: Path) -> None:
+    # (issue 25: after `pip install -e .` a user's mypy could not find `shooting`: setuptools installed an import
+    # hook, which type checkers do not run, because the models were mapped from models/ to shooting.models) the
+    # README's install in a fresh virtual environment, then mypy on a user's file that imports the package and a
+    # model: no missing import, and a deliberate type error found through shooting's own annotations.
+    import shutil
+    import venv
+
+    src = tmp_path / "src"
+    shutil.copytree(ROOT, src, symlinks=True, ignore=shutil.ignore_patterns(
+        ".git", "build", "codegen_out", "site", "*.egg-info", "__pycache__", ".mypy_cache", ".ruff_cache"))
+    env = tmp_path / "venv"
+    venv.create(env, system_site_packages=True, with_pip=True)  # (casadi, numpy and mypy from this environment)
+    python = str(env / "bin" / "python")
+    done = subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", "-e", str(src)], capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "app.py").write_text(
+        "import shooting\nfrom shooting.models import cartpole\n\n"
+        "model: shooting.Model = shooting.load_model('cartpole')\nn: int = model.nx\n"
+        "wrong: str = model.nx\nprint(cartpole.__name__)\n")
+    found = subprocess.run([python, "-c", "import shooting.models; print(shooting.models.__file__)"],
+                           capture_output=True, text=True, cwd=user, timeout=120)
+    assert Path(found.stdout.strip()).resolve().is_relative_to(src.resolve()), found
+    checked = subprocess.run([python, "-m", "mypy", "--no-incremental", "app.py"], capture_output=True, text=True,
+                             cwd=user, timeout=600)
+    assert "import-not-found" not in checked.stdout and "import-untyped" not in checked.stdout, checked.stdout
+    assert checked.returncode == 1 and checked.stdout.count("error:") == 1, checked.stdout
+    assert 'app.py:6: error: Incompatible types in assignment (expression has type "int"' in checked.stdout
