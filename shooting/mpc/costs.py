@@ -37,7 +37,7 @@ import numpy.typing as npt
 
 from shooting import _validate
 
-__all__ = ["CONVEXIFY_TAU", "LeastSquares", "convexify", "least_squares"]
+__all__ = ["CONVEXIFY_TAU", "LeastSquares", "convexify", "definite", "least_squares"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -133,6 +133,12 @@ def convexify(M: FloatArray, real: str = "double") -> tuple[FloatArray, bool]:
         raise ValueError("a stage Hessian of the cost is not finite at the guess (check the cost there)")
     lam, V = np.linalg.eigh(0.5 * (M + M.T))
     return (V * np.maximum(lam, tau)) @ V.T, True
+
+
+def definite(M: FloatArray, real: str = "double") -> bool:
+    """Whether M's smallest eigenvalue exceeds `convexify`'s tau: M - tau I has a Cholesky factor (the C's test)."""
+    tau = CONVEXIFY_TAU["float" if real == "float" else "double"] * (1.0 + float(np.abs(M).max(initial=0.0)))
+    return _cholesky_ok(M - tau * np.eye(M.shape[0]))
 
 
 def _cholesky_ok(M: FloatArray) -> bool:

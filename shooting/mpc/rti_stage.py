@@ -40,7 +40,7 @@ import numpy as np
 import numpy.typing as npt
 
 from shooting.integrate.integrator import HOST_UNROLL_STEPS, build_integrator
-from shooting.mpc.costs import convexify
+from shooting.mpc.costs import convexify, definite
 from shooting.mpc.curvature import curvature_functions, row_multipliers
 from shooting.mpc.ocp import MultipleShootingOCP
 from shooting.mpc.rti_data import (
@@ -228,13 +228,18 @@ class StageQPBuilder:
         base = np.zeros((N, n, n))
         base[:, :nx, :nx], base[:, nx:, nx:] = 2 * ocp.Q, 2 * ocp.R
         cost_blocks = M if M is not None else base
-        # A stage whose Lagrangian block is not positive definite keeps its cost's block (Gauss-Newton's there):
-        # projecting the sum instead changes the Newton step it stands for (two_link_arm from IPOPT's optimum:
-        # linear convergence at rate 0.98, 100+ iterations, against 17 this way and 17 with Gauss-Newton's).
+        # A stage whose Lagrangian block is not positive definite keeps its cost's block where that is definite
+        # (Gauss-Newton's there): projecting the sum instead changes the Newton step it stands for (two_link_arm
+        # from IPOPT's optimum: linear convergence at rate 0.98, 100+ iterations, against 17 this way and 17 with
+        # Gauss-Newton's). Where the cost's block is singular too (an economic cost, linear in the states: do-mpc's
+        # batch reactor) it would leave those directions without curvature, and the SQP's steps run to the bounds
+        # (the line search failed after 209 iterations): there the projection of the sum (eigenvalues raised to
+        # tau), which keeps the dynamics' curvature (11 iterations to IPOPT's optimum).
         W = np.array(W)
         for k in range(N):
-            if convexify(cost_blocks[k] + W[k])[1]:
-                W[k] = 0.0
+            projected, changed = convexify(cost_blocks[k] + W[k])
+            if changed:
+                W[k] = 0.0 if definite(cost_blocks[k]) else projected - cost_blocks[k]
         Q, S, R, q, r = qp.Q, qp.S, qp.R, qp.q, qp.r
         assert Q is not None and S is not None and R is not None and q is not None and r is not None
         Wxx, Wux, Wuu = W[:, :nx, :nx], W[:, nx:, :nx], W[:, nx:, nx:]
@@ -248,8 +253,9 @@ class StageQPBuilder:
             return blocks, M_N
         W_N = np.array(terminal(xb[N], p[N - 1], nuN), dtype=float)
         cost_N = M_N if M_N is not None else 2 * ocp.Q_terminal
-        if convexify(cost_N + W_N)[1]:  # (as the stages')
-            W_N = np.zeros_like(W_N)
+        projected_N, changed = convexify(cost_N + W_N)
+        if changed:  # (as the stages')
+            W_N = np.zeros_like(W_N) if definite(cost_N) else projected_N - cost_N
         assert qp.Q_N is not None
         qp.Q_N[:nx, :nx] += W_N
         q[N, :nx] -= W_N @ xb[N]
