@@ -135,7 +135,9 @@ def test_c_solve_from_a_held_state_reaches_ipopts_optimum(name: str, tmp_path) -
     ctl.reset(x0)  # NAME_mpc_reset: x0 held, u at its reference clipped (IPOPT's cold guess)
     res = ctl.solve(x0, max_iter=200)
     assert res.status == 0, res.message
-    assert res.step <= SQP_TOLERANCES["double"]["step"] and res.defect <= SQP_TOLERANCES["double"]["defect"]
+    tol = SQP_TOLERANCES["double"]
+    # converged: a step, or the Lagrangian's gradient (the QP's H dw), within its tolerance, and the defects
+    assert (res.step <= tol["step"] or res.stationarity <= tol["stationarity"]) and res.defect <= tol["defect"]
     assert _outside_defect(ocp, res.x, res.u) <= SQP_TOLERANCES["double"]["defect"]
     _agree(res.u, truth.u, 1e-6)
     # The same iteration as the Python twin: the same iterates to rounding, so the same count but where a

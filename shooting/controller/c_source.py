@@ -514,6 +514,7 @@ def _header(spec: ControllerSpec, values: dict[str, Any], real: Real, emitter: C
         reentrant=1 if emitter.reentrant else 0, qp_work=qp_work,
         sqp_tol_step=literal(SQP_TOLERANCES[real]["step"], real),
         sqp_tol_defect=literal(SQP_TOLERANCES[real]["defect"], real),
+        sqp_tol_stat=literal(SQP_TOLERANCES[real]["stationarity"], real),
         cold_iterations=spec.max_sqp_iterations, max_sqp_iter=MAX_SQP_ITERATIONS,
         inexact_text=_inexact_text(real),
     )
@@ -541,6 +542,7 @@ def _sqp_values(real: Real) -> dict[str, str | int]:
     # inputs by 4e-5 of their range where the check allows 5e-5 (exact QPs: 4e-7)
     loose = qp_tolerances(real == "double", OCP_QP_TOLERANCES[real])
     return dict(sqp_tol_step=literal(sqp_tol["step"], real), sqp_tol_defect=literal(sqp_tol["defect"], real),
+                sqp_tol_stat=literal(sqp_tol["stationarity"], real),
                 armijo=literal(ARMIJO, real), min_step=literal(MIN_STEP, real), nonmonotone=NONMONOTONE,
                 rounding=literal(SQP_ROUNDING[real], real), qp_loose_stat=literal(loose["tol_stat"], real),
                 qp_loose_eq=literal(loose["tol_eq"], real), qp_loose_mu=literal(loose["tol_mu"], real),

@@ -16,6 +16,7 @@ refused, naming the field.
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 import time
 from pathlib import Path
@@ -114,6 +115,7 @@ int shim_cold(const {stem}_mem* m) {{ return m->cold; }}
 double shim_sqp_step(const {stem}_mem* m) {{ return (double)m->sqp_step; }}
 double shim_sqp_defect(const {stem}_mem* m) {{ return (double)m->sqp_defect; }}
 double shim_merit_weight(const {stem}_mem* m) {{ return (double)m->merit_weight; }}
+double shim_sqp_stationarity(const {stem}_mem* m) {{ return (double)m->sqp_stationarity; }}
 {name}_real* shim_x({stem}_mem* m) {{ return m->x; }}
 {name}_real* shim_u({stem}_mem* m) {{ return m->u; }}
 /* The sizes compiled in: the header's constants, and the length of each array of the
@@ -224,6 +226,7 @@ class HostController:
                                ("shim_sqp_iterations", ctypes.c_int), ("shim_cold", ctypes.c_int),
                                ("shim_sqp_step", ctypes.c_double),
                                ("shim_sqp_defect", ctypes.c_double), ("shim_merit_weight", ctypes.c_double),
+                               ("shim_sqp_stationarity", ctypes.c_double),
                                ("shim_x", vp), ("shim_u", vp)):
             getattr(lib, fname).restype = restype
             getattr(lib, fname).argtypes = [vp]
@@ -328,7 +331,7 @@ class HostController:
         SQPResult
             ``u`` (N, nu), ``x`` (N+1, nx), ``iterations``, ``status`` (0 converged; else the C's code:
             `CONTROLLER_STATUS`), ``step``, ``defect`` (relative), ``message``, ``merit_weight`` (the l1 merit's
-            penalty at the end).
+            penalty at the end), ``stationarity`` (its last exact QP's, inf before one).
         """
         xv = _validate.vector(x0, self.model.nx, "x0", broadcast=False)
         max_iter = _validate.integer(max_iter, "max_iter", minimum=1, maximum=MAX_SQP_ITERATIONS)
@@ -336,6 +339,7 @@ class HostController:
             self._call("set_time", _validate.real(t, "t"))
         self._xbuf[:] = xv
         status = self._call("solve", self._xbuf.ctypes.data, self._ubuf.ctypes.data, max_iter)
+        stat = float(self._lib.shim_sqp_stationarity(self._mem))
         self._started = True
         #: Interior-point iterations (Riccati factorisations) over every QP of the last `solve`.
         self.solve_qp_iterations = int(self._lib.shim_qp_iterations_sample(self._mem))
@@ -346,7 +350,7 @@ class HostController:
                          status, float(self._lib.shim_sqp_step(self._mem)),
                          float(self._lib.shim_sqp_defect(self._mem)),
                          "" if status == 0 else CONTROLLER_STATUS.get(status, f"status {status}"),
-                         float(self._lib.shim_merit_weight(self._mem)))
+                         float(self._lib.shim_merit_weight(self._mem)), math.inf if stat < 0 else stat)
 
     def _call(self, what: str, *args: object) -> int:
         return int(self._fn[what](self._mem, *args))

@@ -62,6 +62,7 @@ from shooting.qp import (
     shifted_result,
     solve_stage_qp,
     stage_qp_objective,
+    stage_qp_stationarity,
 )
 from shooting.qp.host import CompiledStageQP
 
@@ -335,7 +336,8 @@ class StageQPBuilder:
             return SQPStep(x, u, False, 0.0, 0.0, res.message)
         decrease = stage_qp_objective(qp, start, u) - stage_qp_objective(qp, res.x, res.u)
         return SQPStep(res.x[:, :nx], res.u, True, decrease, max(float(np.abs(res.pi).max(initial=0.0)),
-                                                                 hard_multiplier(res, qp)), qp=res)
+                                                                 hard_multiplier(res, qp)), qp=res,
+                       stationarity=stage_qp_stationarity(qp, start, u, res.x, res.u))
 
 
 def nonfinite_where(qp: StageQP) -> str | None:

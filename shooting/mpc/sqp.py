@@ -18,7 +18,17 @@ iterations (the cart-pole swing-up from hanging: 56 -> 32 iterations; 8 of 10
 random starts reach IPOPT's optimum either way), and pred = m(w) - m(w_qp) + nu V(w) >= 0 the
 decrease the QP model m predicts, m(w) - m(w_qp) (m = J for a quadratic
 cost; its second-order expansion for extra costs). Converged when the step and the
-dynamics' defects are below the tolerances relative to the trajectory's size.
+dynamics' defects are below the tolerances relative to the trajectory's size,
+or, with an exact QP at the iterate w, when w's defects are and the QP finds
+w stationary: the Lagrangian's gradient at w with the QP's multipliers,
+grad L(w, lam) = -H dw exactly (the QP's own stationarity;
+`shooting.qp.stage_qp_stationarity`), relative to the terms of the cost's
+gradient, and the
+QP's predicted decrease (the complementarity of w's active sides) relative to
+|J| are below the stationarity tolerance: the KKT conditions themselves, which
+a step along a direction of almost no curvature (a force in newtons weighted
+1e-8) can satisfy while the step itself stays above its tolerance by rounding
+(a single-track vehicle: the right answer, its step stuck at 1.5e-8).
 A converged point is a KKT point of the OCP's NLP whatever the QP's Hessian
 (Gauss-Newton here), so it equals IPOPT's solution to the tolerances.
 
@@ -60,7 +70,11 @@ FloatArray = npt.NDArray[np.float64]
 SQP_STATUS = {0: "converged", 1: "iteration limit", 2: "QP failed", 3: "line search failed"}
 
 #: Step and defect tolerances, relative to 1 + the trajectory's largest entry.
-SQP_TOLERANCES = {"double": {"step": 1e-8, "defect": 1e-9}, "float": {"step": 2e-5, "defect": 2e-5}}
+#: The stationarity test is double's only (0: off): a float QP holds an active bound mu / lam inside it, an error
+#: H dw does not see (the planar quadrotor past its obstacle: stationarity 5e-7 where the inputs were still 5e-3
+#: of their range from IPOPT's, against 7e-4 when the step test ends it).
+SQP_TOLERANCES = {"double": {"step": 1e-8, "defect": 1e-9, "stationarity": 1e-10},
+                  "float": {"step": 2e-5, "defect": 2e-5, "stationarity": 0.0}}
 
 #: Armijo's sufficient-decrease fraction, the backtracking factor, the smallest step, and the merit's rounding
 #: (relative) the test forgives.
@@ -104,6 +118,7 @@ class SQPStep:
     multiplier: float
     message: str = ""
     qp: StageQPResult | None = None  # the QP's solution (the next iteration's QP tries its active set first)
+    stationarity: float = np.inf  # max|H dw| relative: the Lagrangian's gradient at the iterate (see above)
 
 
 @dataclass(frozen=True)
@@ -122,6 +137,9 @@ class SQPResult:
     defect : float
         The dynamics' defects at the end (infinity norm, relative).
     message : str
+    stationarity : float
+        The last exact QP's max|H dw| relative to the cost gradient's terms (see the module docstring); inf
+        before one.
     merit_weight : float
         The l1 merit's penalty nu on the defects and the hard rows' excess at the end (never decreased: at
         least 1.1 times the largest multiplier of the dynamics and the hard rows any QP returned; an exact
@@ -137,6 +155,7 @@ class SQPResult:
     defect: float
     message: str = ""
     merit_weight: float = 0.0
+    stationarity: float = float("inf")
 
     @property
     def success(self) -> bool:
@@ -160,14 +179,14 @@ def sqp(x: FloatArray, u: FloatArray, qp_step: Callable[[FloatArray, FloatArray,
         The constraints' violations: x_{k+1} - F(x_k, u_k), and by how much hard bounds are exceeded.
     max_iter : int
     tolerances : dict, optional
-        ``step``, ``defect`` (default `SQP_TOLERANCES["double"]`).
+        ``step``, ``defect``, ``stationarity`` (default `SQP_TOLERANCES["double"]`).
 
     Returns
     -------
     SQPResult
     """
     tol = {**SQP_TOLERANCES["double"], **(tolerances or {})}
-    nu_pen, step_size = 0.0, np.inf
+    nu_pen, step_size, stationarity = 0.0, np.inf, np.inf
     exact = False  # (set for good when an inexact QP's step did not descend)
     x, u = np.array(x, dtype=float), np.array(u, dtype=float)
     history: deque[tuple[float, float]] = deque(maxlen=NONMONOTONE)  # (J, V) of the last NONMONOTONE iterates
@@ -175,18 +194,27 @@ def sqp(x: FloatArray, u: FloatArray, qp_step: Callable[[FloatArray, FloatArray,
         scale = 1.0 + max(np.abs(x).max(initial=0.0), np.abs(u).max(initial=0.0))
         defect = float(np.abs(defects(x, u)).max(initial=0.0)) / scale
         if step_size <= tol["step"] and defect <= tol["defect"]:
-            return SQPResult(x, u, it, 0, step_size, defect, merit_weight=nu_pen)
+            return SQPResult(x, u, it, 0, step_size, defect, merit_weight=nu_pen, stationarity=stationarity)
         if it == max_iter:
-            return SQPResult(x, u, it, 1, step_size, defect, SQP_STATUS[1], nu_pen)
+            return SQPResult(x, u, it, 1, step_size, defect, SQP_STATUS[1], nu_pen, stationarity)
         loose = not exact and step_size > QP_LOOSE_STEP
         qp = qp_step(x, u, loose)
         if not qp.ok:
-            return SQPResult(x, u, it, 2, step_size, defect, f"{SQP_STATUS[2]}: {qp.message}", nu_pen)
+            return SQPResult(x, u, it, 2, step_size, defect, f"{SQP_STATUS[2]}: {qp.message}", nu_pen,
+                             stationarity)
         dx, du = qp.x - x, qp.u - u
         step_size = max(np.abs(dx).max(initial=0.0), np.abs(du).max(initial=0.0)) / scale
         nu_pen = max(nu_pen, 1.1 * qp.multiplier)
         V = float(np.abs(defects(x, u)).sum())
         J = objective(x, u)
+        if not loose:
+            stationarity = qp.stationarity
+            if stationarity <= tol["stationarity"] and defect <= tol["defect"] and \
+                    abs(qp.model_decrease) <= tol["stationarity"] * (1.0 + abs(J)):
+                # (the full step, a Newton step from a KKT point to the tolerances: the QP's solution, which a
+                # feedback at this state solves for again)
+                return SQPResult(qp.x, qp.u, it + 1, 0, step_size, defect, merit_weight=nu_pen,
+                                 stationarity=stationarity)
         phi = J + nu_pen * V
         history.append((J, V))
         reference = max(Jh + nu_pen * Vh for Jh, Vh in history)
@@ -204,7 +232,8 @@ def sqp(x: FloatArray, u: FloatArray, qp_step: Callable[[FloatArray, FloatArray,
                 if loose:  # an inexact QP's step that does not descend: again, exactly from now on
                     exact = retry = True
                     break
-                return SQPResult(x, u, it, 3, step_size, defect, f"{SQP_STATUS[3]} (merit {phi:.6g})", nu_pen)
+                return SQPResult(x, u, it, 3, step_size, defect, f"{SQP_STATUS[3]} (merit {phi:.6g})", nu_pen,
+                                 stationarity)
             alpha *= BACKTRACK
         if retry:
             continue  # (this iterate again)

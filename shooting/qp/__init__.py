@@ -18,7 +18,9 @@ from shooting.qp.stage_qp import (
     StageQPResult,
     shifted_result,
     stage_qp_objective,
+    stage_qp_stationarity,
 )
 
 __all__ = ["OCP_QP_STATUS", "OCP_QP_TOLERANCES", "OCPQPSizes", "StageQP", "StageQPResult", "WARM_PUSH",
-           "shifted_result", "solve_stage_qp", "stage_qp_objective"]
+           "shifted_result", "solve_stage_qp", "stage_qp_objective",
+           "stage_qp_stationarity"]

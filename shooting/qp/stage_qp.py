@@ -20,7 +20,7 @@ import numpy.typing as npt
 from shooting.options import Real
 
 __all__ = ["OCP_QP_STATUS", "OCP_QP_TOLERANCES", "OCPQPSizes", "StageQP", "StageQPResult", "blocks",
-           "shifted_result", "stage_qp_objective"]
+           "shifted_result", "stage_qp_objective", "stage_qp_stationarity"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -190,6 +190,44 @@ class StageQPResult:
     @property
     def message(self) -> str:
         return OCP_QP_STATUS.get(self.status, f"status {self.status}")
+
+
+def stage_qp_stationarity(qp: StageQP, x: FloatArray, u: FloatArray, x_qp: FloatArray, u_qp: FloatArray) -> float:
+    """An SQP iterate's stationarity from the QP solved there: max|H dz| / (1 + max(|H z|, |q|)).
+
+    The QP linearised at the iterate z = (x, u) has its solution at z + dz with multipliers lam; its own
+    stationarity H (z + dz) + q + (constraint Jacobians)' lam = 0 and q = grad J(z) - H z (the QP's model keeps
+    the cost's gradient at z) make grad_z L(z, lam) = -H dz exactly, whatever the Hessian H: the NLP's Lagrangian
+    gradient at the iterate, here relative to the cost's gradient there (the C: ``stationarity`` in mpc.c.in).
+
+    Parameters
+    ----------
+    qp : StageQP
+    x, u : ndarray, shapes (N+1, nx), (N, nu)
+        The iterate (the QP's states: augmented with the previous inputs under a rate penalty).
+    x_qp, u_qp : ndarray, shapes (N+1, nx), (N, nu)
+        The QP's solution.
+
+    Returns
+    -------
+    float
+    """
+    z = qp.sizes
+    N, nx, nu = z.N, z.nx, z.nu
+    x, u = np.asarray(x, dtype=float).reshape(N + 1, nx), np.asarray(u, dtype=float).reshape(N, nu)
+    dx, du = np.asarray(x_qp, dtype=float).reshape(N + 1, nx) - x, np.asarray(u_qp, dtype=float).reshape(N, nu) - u
+    Q, S, R = blocks(qp.Q, N, (nx, nx), "Q"), blocks(qp.S, N, (nu, nx), "S"), blocks(qp.R, N, (nu, nu), "R")
+    q, r = blocks(qp.q, N + 1, (nx,), "q"), blocks(qp.r, N, (nu,), "r")
+    QN = np.asarray(qp.Q_N, dtype=float).reshape(nx, nx)
+
+    def gradient(xs: FloatArray, us: FloatArray) -> FloatArray:
+        gx = np.einsum("kij,kj->ki", Q, xs[:N]) + np.einsum("kji,kj->ki", S, us)
+        gu = np.einsum("kij,kj->ki", S, xs[:N]) + np.einsum("kij,kj->ki", R, us)
+        return np.concatenate([gx.ravel(), gu.ravel(), QN @ xs[N]])
+
+    step = np.abs(gradient(dx, du)).max(initial=0.0)
+    scale = max(np.abs(gradient(x, u)).max(initial=0.0), np.abs(q).max(initial=0.0), np.abs(r).max(initial=0.0))
+    return float(step / (1.0 + scale))
 
 
 def stage_qp_objective(qp: StageQP, x: FloatArray, u: FloatArray) -> float:
