@@ -125,7 +125,7 @@ def expansion(cost: Callable[..., Any], z: ca.SX, *args: ca.SX) -> tuple[ca.SX, 
 
 def convexify(M: FloatArray, real: str = "double") -> tuple[FloatArray, bool]:
     """The rule of the module docstring: (M~, changed); M itself when it is positive definite."""
-    tau = CONVEXIFY_TAU["float" if real == "float" else "double"] * (1.0 + float(np.abs(M).max(initial=0.0)))
+    tau = _tau(M, real)
     n = M.shape[0]
     if _cholesky_ok(M + tau * np.eye(n)):
         return M, False
@@ -137,8 +137,12 @@ def convexify(M: FloatArray, real: str = "double") -> tuple[FloatArray, bool]:
 
 def definite(M: FloatArray, real: str = "double") -> bool:
     """Whether M's smallest eigenvalue exceeds `convexify`'s tau: M - tau I has a Cholesky factor (the C's test)."""
-    tau = CONVEXIFY_TAU["float" if real == "float" else "double"] * (1.0 + float(np.abs(M).max(initial=0.0)))
-    return _cholesky_ok(M - tau * np.eye(M.shape[0]))
+    return _cholesky_ok(M - _tau(M, real) * np.eye(M.shape[0]))
+
+
+def _tau(M: FloatArray, real: str) -> float:
+    """The eigenvalue floor of `convexify`: CONVEXIFY_TAU (1 + max|M|)."""
+    return CONVEXIFY_TAU["float" if real == "float" else "double"] * (1.0 + float(np.abs(M).max(initial=0.0)))
 
 
 def _cholesky_ok(M: FloatArray) -> bool:

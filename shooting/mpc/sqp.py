@@ -23,9 +23,9 @@ or, with an exact QP at the iterate w, when w's defects are and the QP finds
 w stationary: the Lagrangian's gradient at w with the QP's multipliers,
 grad L(w, lam) = -H dw exactly (the QP's own stationarity;
 `shooting.qp.stage_qp_stationarity`), relative to the terms of the cost's
-gradient, and the
-QP's predicted decrease (the complementarity of w's active sides) relative to
-|J| are below the stationarity tolerance: the KKT conditions themselves, which
+gradient, and the QP's predicted decrease (the complementarity of w's active
+sides) relative to |J| are below the stationarity tolerance (0: the test is
+off, as in float): the KKT conditions themselves, which
 a step along a direction of almost no curvature (a force in newtons weighted
 1e-8) can satisfy while the step itself stays above its tolerance by rounding
 (a single-track vehicle: the right answer, its step stuck at 1.5e-8).
@@ -207,7 +207,7 @@ def sqp(x: FloatArray, u: FloatArray, qp_step: Callable[[FloatArray, FloatArray,
         nu_pen = max(nu_pen, 1.1 * qp.multiplier)
         V = float(np.abs(defects(x, u)).sum())
         J = objective(x, u)
-        if not loose:
+        if not loose and tol["stationarity"] > 0:
             stationarity = qp.stationarity
             if stationarity <= tol["stationarity"] and defect <= tol["defect"] and \
                     abs(qp.model_decrease) <= tol["stationarity"] * (1.0 + abs(J)):
