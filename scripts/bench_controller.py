@@ -545,6 +545,12 @@ def cold_start_table(count: int) -> None:
     for hessian, its in counts.items():
         print(f"{hessian}: converged from {len(its)} of {count}, to IPOPT's solution from {reached[hessian]}; "
               f"iterations median {np.median(its) if its else float('nan'):.0f}")
+    exact, gn = counts["exact"], counts["gauss-newton"]
+    ok = len(exact) == count and reached["exact"] >= count - 2 and bool(gn) and np.median(exact) <= np.median(gn)
+    print(f"target: the exact Hessian converges from all {count} starts (at most 2 to another minimum), its median "
+          f"iterations at most Gauss-Newton's: {verdict(ok)} ({len(exact)} of {count}, {reached['exact']} to IPOPT's; "
+          f"median {np.median(exact) if exact else float('nan'):.0f} against "
+          f"{np.median(gn) if gn else float('nan'):.0f})")
     print()
 
 

@@ -67,4 +67,6 @@ def test_single_track_converges_where_its_step_stays_at_rounding(tmp_path: Path)
             assert res.stationarity <= tol["stationarity"] and res.defect <= tol["defect"]
             assert res.step > tol["step"]  # (what the step test alone would not have accepted)
             assert (np.abs(res.u[0] - truth.u[0]) / span).max() <= 1e-7
-        assert abs(c.iterations - py.iterations) <= 1
+        # (the last iterations' steps are at rounding along the force's flat direction, so when the stationarity
+        # crosses its tolerance depends on the rounding: C and Python within a tenth of the iterations)
+        assert abs(c.iterations - py.iterations) <= max(1, py.iterations // 10)

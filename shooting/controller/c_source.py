@@ -37,6 +37,7 @@ from shooting.mpc.costs import CONVEXIFY_TAU
 from shooting.mpc.curvature import curvature_functions
 from shooting.mpc.divergence import prediction_limit
 from shooting.mpc.ocp import MultipleShootingOCP
+from shooting.mpc.reduced_convexity import ACTIVE_STIFFNESS
 from shooting.mpc.rti_stage import constraint_functions, cost_expansions, cost_values
 from shooting.mpc.sqp import (
     ARMIJO,
@@ -48,6 +49,8 @@ from shooting.mpc.sqp import (
     QP_LOOSE_STEP,
     SQP_ROUNDING,
     SQP_TOLERANCES,
+    STALL,
+    WATCHDOG_DECREASE,
     qp_tolerances,
 )
 from shooting.options import HESSIANS, REALS, Hessian, Real
@@ -299,7 +302,8 @@ def controller_spec(ocp: MultipleShootingOCP, *, x0: object = None, guess: tuple
 def _convexify_constants(real: str) -> dict[str, str]:
     """The C's convexify and jacobi_eigen constants for `real` (see templates/mpc.c.in)."""
     eps = float(np.finfo(np.float32 if real == "float" else np.float64).eps)
-    return {"convex_tau": literal(CONVEXIFY_TAU[real], real), "jacobi_eps": literal(2 * eps, real),
+    return {"convex_tau": literal(CONVEXIFY_TAU[real], real), "active_stiffness": literal(ACTIVE_STIFFNESS, real),
+            "jacobi_eps": literal(2 * eps, real),
             "jacobi_big": literal(1e15 if real == "double" else 1e7, real),
             "flt_limit": literal(1e300 if real == "double" else 1e37, real)}
 
@@ -387,12 +391,13 @@ def generate_controller(spec: ControllerSpec, name: str, *, real: Real = "double
         G_LEN=max(N * ng, 1), CN_LEN=max(ngN * z.nx, 1), GN_LEN=max(ngN, 1),
         UREF_LEN=1 if ru2_inverse is not None else N * model.nu,
     )
-    fn = _stage_functions(spec, emitter)
+    fn = _stage_functions(spec, emitter, real)
     cost, cost_n = bool(fn["has_cost"]), bool(fn["has_cost_n"])
     values.update(HK_LEN=N * z.nx * z.nx if cost else 1, SK_LEN=N * z.nu * z.nx if cost else 1,
                   RK_LEN=N * z.nu * z.nu if cost else 1, HNK_LEN=z.nx * z.nx if cost_n else 1,
-                  QK_LEN=(N + 1) * z.nx if cost or cost_n else 1, RKG_LEN=N * z.nu if cost or cost_n else 1)
-    inf = np.inf
+                  QK_LEN=(N + 1) * z.nx if cost or cost_n else 1, RKG_LEN=N * z.nu if cost or cost_n else 1,
+                  WC_LEN=N * (model.nx + model.nu) ** 2 if fn["riccati_pass"] else 1, PHI_LEN=N * z.nx * z.nx
+                  if fn["riccati_pass"] else 1)
     source = render_from(
         TEMPLATES, "mpc.c.in",
         **{k: values[k] for k in ("name", "NAME", "version", "NX", "NU", "NP", "NP_1", "N", "NXQ", "NBX", "G_LEN")},
@@ -408,7 +413,7 @@ def generate_controller(spec: ControllerSpec, name: str, *, real: Real = "double
         Ru2inv=_column_major(np.zeros_like(spec.R) if ru2_inverse is None else ru2_inverse, real),
         lbu=_values(spec.u_min, real), ubu=_values(spec.u_max, real),
         idxbx=", ".join(map(str, spec.bounded.tolist())) or "0",
-        lbx=_values(spec.x_min if nb else [-inf], real), ubx=_values(spec.x_max if nb else [inf], real),
+        lbx=_values(spec.x_min if nb else [-np.inf], real), ubx=_values(spec.x_max if nb else [np.inf], real),
         soft_bx=", ".join(["1" if spec.soft else "0"] * max(nb, 1)),
         x_ref0=_values(spec.x_ref, real), u_ref0=_values(spec.u_ref, real),
         p0=_values(spec.p0 if model.np else [0.0], real), x_guess=_values(spec.x_guess, real),
@@ -444,8 +449,9 @@ def generate_controller(spec: ControllerSpec, name: str, *, real: Real = "double
     return CExport(stem, files, manifest, {})
 
 
-def _stage_functions(spec: ControllerSpec, emitter: CEmitter) -> dict[str, str | int]:
-    """The optional stage functions' C names (``no_KEY`` for a missing one) and the template's flags for them."""
+def _stage_functions(spec: ControllerSpec, emitter: CEmitter, real: Real) -> dict[str, str | int]:
+    """The optional stage functions' C names (``no_KEY`` for a missing one) and the template's flags for them (the
+    exact Hessian's Riccati pass in double; float keeps the per-stage rule, see mpc.c.in)."""
     fn: dict[str, str | int] = {key: emitter.add(f) if f is not None else f"no_{key}" for key, f in (
         ("path", spec.path), ("terminal", spec.terminal), ("cost_model", spec.cost_model),
         ("cost_model_n", spec.cost_model_n), ("cost_value", spec.cost_value), ("cost_value_n", spec.cost_value_n),
@@ -455,7 +461,7 @@ def _stage_functions(spec: ControllerSpec, emitter: CEmitter) -> dict[str, str |
     fn.update(has_cost=int(spec.cost_model is not None or exact), has_cost_n=int(spec.cost_model_n is not None or
                                                                                  exact_n),
               has_cost_f=int(spec.cost_model is not None), has_cost_nf=int(spec.cost_model_n is not None),
-              exact=int(exact), exact_n=int(exact_n))
+              exact=int(exact), exact_n=int(exact_n), riccati_pass=int(exact and real == "double"))
     return fn
 
 
@@ -543,7 +549,8 @@ def _sqp_values(real: Real) -> dict[str, str | int]:
     loose = qp_tolerances(real == "double", OCP_QP_TOLERANCES[real])
     return dict(sqp_tol_step=literal(sqp_tol["step"], real), sqp_tol_defect=literal(sqp_tol["defect"], real),
                 sqp_tol_stat=literal(sqp_tol["stationarity"], real),
-                armijo=literal(ARMIJO, real), min_step=literal(MIN_STEP, real), nonmonotone=NONMONOTONE,
+                armijo=literal(ARMIJO, real), min_step=literal(MIN_STEP, real), nonmonotone=NONMONOTONE, stall=STALL,
+                watchdog_decrease=literal(WATCHDOG_DECREASE[real], real),
                 rounding=literal(SQP_ROUNDING[real], real), qp_loose_stat=literal(loose["tol_stat"], real),
                 qp_loose_eq=literal(loose["tol_eq"], real), qp_loose_mu=literal(loose["tol_mu"], real),
                 qp_loose_step=literal(QP_LOOSE_STEP, real))

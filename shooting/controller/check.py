@@ -92,10 +92,12 @@ def reference_loop(ocp: MultipleShootingOCP, x0: FloatArray, steps: int, noise: 
 
 
 def reference_run(ocp: MultipleShootingOCP, x0: FloatArray, steps: int, noise: float = 0.0, *,
-                  hessian: Hessian = "gauss-newton") -> tuple[FloatArray, FloatArray, list[str]]:
-    """`reference_loop` with each sample's status (the check's explanations read them); `hessian` as the
-    export's (`RTIController`'s)."""
-    traj = simulate_closed_loop(RTIController(ocp, hessian=hessian), x0, steps, plant_method=PLANT_METHOD,
+                  hessian: Hessian = "gauss-newton", convexification: str = "riccati"
+                  ) -> tuple[FloatArray, FloatArray, list[str]]:
+    """`reference_loop` with each sample's status (the check's explanations read them); `hessian` and
+    `convexification` as the export's (`RTIController`'s)."""
+    traj = simulate_closed_loop(RTIController(ocp, hessian=hessian, convexification=convexification), x0, steps,
+                                plant_method=PLANT_METHOD,
                                 plant_steps=PLANT_STEPS, noise_std=noise or None, seed=NOISE_SEED, progress=False)
     return traj.x, traj.u, [str(s) for s in traj.status]
 

@@ -147,7 +147,9 @@ class _Runs(ExportRuns):
         """The reference loop's inputs (K, nu) and statuses."""
         if self._ref is None:
             self.say(f"running the Python RTIController for {self.steps} samples (the reference)")
-            _, u, status = reference_run(self.ocp, self.x0, self.steps, self.noise, hessian=self.spec.hessian)
+            rule = "stage" if self.export.manifest["real"] == "float" else "riccati"  # (the C's: c_source)
+            _, u, status = reference_run(self.ocp, self.x0, self.steps, self.noise, hessian=self.spec.hessian,
+                                         convexification=rule)
             self._ref = u, status
         return self._ref
 

@@ -37,7 +37,7 @@ import numpy.typing as npt
 
 from shooting import _validate
 
-__all__ = ["CONVEXIFY_TAU", "LeastSquares", "convexify", "definite", "least_squares"]
+__all__ = ["CONVEXIFY_TAU", "LeastSquares", "convexify", "definite", "least_squares", "mirror"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -138,6 +138,13 @@ def convexify(M: FloatArray, real: str = "double") -> tuple[FloatArray, bool]:
 def definite(M: FloatArray, real: str = "double") -> bool:
     """Whether M's smallest eigenvalue exceeds `convexify`'s tau: M - tau I has a Cholesky factor (the C's test)."""
     return _cholesky_ok(M - _tau(M, real) * np.eye(M.shape[0]))
+
+
+def mirror(S: FloatArray, scale: float, real: str = "double") -> FloatArray:
+    """S with its eigenvalues replaced by their moduli, at least CONVEXIFY_TAU (1 + scale) (acados' "MIRROR")."""
+    tau = CONVEXIFY_TAU["float" if real == "float" else "double"] * (1.0 + scale)
+    lam, V = np.linalg.eigh(0.5 * (S + S.T))
+    return (V * np.maximum(np.abs(lam), tau)) @ V.T
 
 
 def _tau(M: FloatArray, real: str) -> float:

@@ -120,9 +120,9 @@ class RTIController:
         with "exact" the Lagrangian's: the dynamics' curvature through the
         integrator's second-order step at the dynamics' multipliers and the
         path and terminal constraints' at theirs (`shooting.mpc.curvature`),
-        each stage's block shifted where it is not positive definite
-        (`shooting.mpc.costs.convexify`). Newton's local quadratic
-        convergence where no shift is needed. Stage-wise solvers only.
+        made convex where the reduced Hessian needs it (`convexification`:
+        see `shooting.mpc.rti_stage.StageQPBuilder`). Stage-wise solvers only.
+    convexification : {"riccati", "stage"}, default "riccati"
 
     Attributes
     ----------
@@ -142,7 +142,8 @@ class RTIController:
 
     def __init__(self, ocp: MultipleShootingOCP, *, qp_solver: QPSolver = "riccati-ipm",
                  initialize_with_ipopt: bool = True, cold_start_iterations: int = COLD_START_ITERATIONS,
-                 sqp_iterations: int = 1, hessian: Hessian = "gauss-newton") -> None:
+                 sqp_iterations: int = 1, hessian: Hessian = "gauss-newton",
+                 convexification: str = "riccati") -> None:
         if not isinstance(ocp, MultipleShootingOCP):
             raise ValueError(f"ocp must be a MultipleShootingOCP, got {type(ocp).__name__}")
         qp_solver = _validate.choice(qp_solver, QP_SOLVERS, "qp_solver")
@@ -172,7 +173,8 @@ class RTIController:
         if self.hessian == "exact" and not stage_wise:
             raise ValueError(f"hessian='exact' needs qp_solver='riccati-ipm' or 'riccati-ipm-numpy' (its stage "
                              f"blocks are made positive definite stage by stage), not {qp_solver!r}")
-        self._stages = StageQPBuilder(ocp, self.hessian) if stage_wise else None
+        convexification = _validate.choice(convexification, ("riccati", "stage"), "convexification")
+        self._stages = StageQPBuilder(ocp, self.hessian, convexification) if stage_wise else None
         self.qp_library: RTILibraryReport | None = None
         if self._stages is None:
             self._build(qp_solver)

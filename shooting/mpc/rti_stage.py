@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import copy
 import ctypes
+import dataclasses
 from typing import Any
 
 import casadi as ca
@@ -43,6 +44,7 @@ from shooting.integrate.integrator import HOST_UNROLL_STEPS, build_integrator
 from shooting.mpc.costs import convexify, definite
 from shooting.mpc.curvature import curvature_functions, row_multipliers
 from shooting.mpc.ocp import MultipleShootingOCP
+from shooting.mpc.reduced_convexity import convexify_by_riccati, telescoped, true_multipliers, unshifted
 from shooting.mpc.rti_data import (
     DataEvaluator,
     QPData,
@@ -82,6 +84,12 @@ class StageQPBuilder:
     Parameters
     ----------
     ocp : MultipleShootingOCP
+    hessian : {"gauss-newton", "exact"}
+    convexification : {"riccati", "stage"}
+        With "exact": "riccati", `shooting.mpc.reduced_convexity`'s pass and shifted QP (a double export's);
+        "stage", each stage's block kept where positive definite, else the cost's where that is, else the sum
+        projected (a float export's: the shifted QP is too ill-conditioned for single precision, whose
+        interior point then ran out of its budget on the pole-tip cost).
 
     Attributes
     ----------
@@ -95,9 +103,11 @@ class StageQPBuilder:
         other arrays are zeros.
     """
 
-    def __init__(self, ocp: MultipleShootingOCP, hessian: Hessian = "gauss-newton") -> None:
+    def __init__(self, ocp: MultipleShootingOCP, hessian: Hessian = "gauss-newton",
+                 convexification: str = "riccati") -> None:
         self.ocp = ocp
         self.hessian = hessian
+        self.convexification = convexification
         N, nx, nu, npar = ocp.horizon, ocp.nx, ocp.nu, ocp.np
         F = build_integrator(ocp.model, ocp.method, ocp.steps, "forward", unroll=HOST_UNROLL_STEPS,
                              name=f"{ocp.model.name}_rti_step")
@@ -120,6 +130,7 @@ class StageQPBuilder:
         self._values = self.data.arrays(list(scratch.values()))
         self.solver: CompiledStageQP | None = None
         self._curvature: tuple[ca.Function, ca.Function | None] | None = None
+        self._phi: FloatArray | None = None  # the last exact QP's shift (`shooting.mpc.reduced_convexity`)
         if hessian == "exact":
             stage, terminal = curvature_functions(ocp)
             self._curvature = stage.map(N), terminal
@@ -203,18 +214,56 @@ class StageQPBuilder:
                 if hasattr(qp, name):
                     setattr(qp, name, np.array(values[name]))
         M, M_N = values.get("M"), values.get("M_N")
+        self._phi = None
         if self._curvature is not None and multipliers is not None:
-            M, M_N = self._add_curvature(qp, M, M_N, xb, ub, p, t0, multipliers)
+            if self.convexification == "stage":
+                M, M_N = self._add_stage_curvature(qp, M, M_N, xb, ub, p, t0, multipliers)
+            else:
+                self._add_curvature(qp, M_N, xb, ub, p, t0, multipliers)  # (every block made convex there)
+                M = M_N = None
         if M is not None or M_N is not None:
             # where the extra cost (or the constraints' curvature) leaves a stage's Hessian block not positive
             # definite: shifted (in place)
             convexify_stages(qp, M, M_N, xb, ub, self.ocp.nx)
         return qp
 
-    def _add_curvature(self, qp: StageQP, M: FloatArray | None, M_N: FloatArray | None, xb: FloatArray,
+    def _add_curvature(self, qp: StageQP, M_N: FloatArray | None, xb: FloatArray,
+                       ub: FloatArray, p: FloatArray, t0: float, multipliers: StageQPResult) -> None:
+        """Add the constraints' curvature W_k, W_N (`shooting.mpc.curvature`) at `multipliers` to the QP in place
+        where the QP stays convex (the terminal block: positive definite; the stages: `convexify_by_riccati`), its
+        gradients corrected so that the model's gradient at the guess stays the cost's (q -= W zb)."""
+        assert self._curvature is not None
+        ocp = self.ocp
+        N, nx, nu = ocp.horizon, ocp.nx, ocp.nu
+        n = nx + nu
+        z = qp.sizes
+        mu, nuN = row_multipliers(multipliers.lam, N, z.nu, z.nbx, z.ng, z.ngN)
+        stage, terminal = self._curvature
+        times = t0 + ocp.dt * np.arange(N)
+        W = as_blocks(stage(xb[:N].T, ub.T, p.T, times[None, :], multipliers.pi[:, :nx].T, mu.T), (N, n, n), True)
+        # The terminal block: M_N + W_N kept where positive definite, else the cost's block where that is definite,
+        # else the sum projected (as the C); then the stages' blocks by the Riccati pass (`convexify_by_riccati`),
+        # which needs the terminal block final.
+        W = np.array(W)
+        cost_N = M_N if M_N is not None else 2 * ocp.Q_terminal
+        assert qp.Q_N is not None and qp.q is not None
+        if terminal is not None or M_N is not None:  # (else the QP's constant terminal block, as the C's)
+            W_N = np.zeros((nx, nx)) if terminal is None else np.array(terminal(xb[N], p[N - 1], nuN), dtype=float)
+            projected_N, changed = convexify(cost_N + W_N)
+            if changed:
+                W_N = np.zeros_like(W_N) if definite(cost_N) else projected_N - cost_N
+            qp.Q_N[:nx, :nx] += W_N
+            qp.q[N, :nx] -= W_N @ xb[N]
+        lam, t = np.asarray(multipliers.lam, dtype=float), np.asarray(multipliers.t, dtype=float)
+        sides = (lam[:2 * N * z.nu] > t[:2 * N * z.nu]).reshape(N, z.nu, 2)
+        self._phi = convexify_by_riccati(qp, W, np.asarray(sides.any(axis=2)), xb, ub)
+
+    def _add_stage_curvature(self, qp: StageQP, M: FloatArray | None, M_N: FloatArray | None, xb: FloatArray,
                        ub: FloatArray, p: FloatArray, t0: float, multipliers: StageQPResult
                        ) -> tuple[FloatArray, FloatArray | None]:
-        """Add the constraints' curvature W_k, W_N (`shooting.mpc.curvature`) at `multipliers` to the QP in place,
+        """convexification "stage" (a float export's): add the constraints' curvature W_k, W_N at `multipliers` to
+        the QP in place, each block kept where positive definite (else the cost's where that is definite, else the
+        sum projected),
         its gradients corrected so that the model's gradient at the guess stays the cost's (q -= W zb); returns
         the stage blocks (N, n, n) and terminal block to make positive definite."""
         assert self._curvature is not None
@@ -272,10 +321,14 @@ class StageQPBuilder:
         StageQPResult
         """
         if self.solver is not None:
-            return self.solver.solve(qp, x_guess=x_guess, u_guess=u_guess, max_iter=max_iter, tolerances=tolerances,
-                                     warm=warm, shortcut_only=shortcut_only)
-        return solve_stage_qp(qp, x_guess=x_guess, u_guess=u_guess, max_iter=max_iter, tolerances=tolerances,
-                              warm=warm, shortcut_only=shortcut_only)
+            res = self.solver.solve(qp, x_guess=x_guess, u_guess=u_guess, max_iter=max_iter, tolerances=tolerances,
+                                    warm=warm, shortcut_only=shortcut_only)
+        else:
+            res = solve_stage_qp(qp, x_guess=x_guess, u_guess=u_guess, max_iter=max_iter, tolerances=tolerances,
+                                 warm=warm, shortcut_only=shortcut_only)
+        if self._phi is not None:  # (the exact Hessian's shifted QP: the unshifted one's dynamics multipliers)
+            res = dataclasses.replace(res, pi=true_multipliers(res.pi, self._phi, res.x))
+        return res
 
     def shifted(self, result: StageQPResult) -> StageQPResult:
         """The next sample's warm start: `shooting.qp.shifted_result` (in C after `attach`)."""
@@ -335,9 +388,12 @@ class StageQPBuilder:
         if res.status != 0:
             return SQPStep(x, u, False, 0.0, 0.0, res.message)
         decrease = stage_qp_objective(qp, start, u) - stage_qp_objective(qp, res.x, res.u)
+        if self._phi is not None:  # (the shift's terms off the dynamics: not the Lagrangian's model)
+            decrease -= telescoped(qp, self._phi, start, u) - telescoped(qp, self._phi, res.x, res.u)
         return SQPStep(res.x[:, :nx], res.u, True, decrease, max(float(np.abs(res.pi).max(initial=0.0)),
                                                                  hard_multiplier(res, qp)), qp=res,
-                       stationarity=stage_qp_stationarity(qp, start, u, res.x, res.u))
+                       stationarity=stage_qp_stationarity(qp if self._phi is None else unshifted(qp, self._phi),
+                                                          start, u, res.x, res.u))
 
 
 def nonfinite_where(qp: StageQP) -> str | None:

@@ -61,8 +61,8 @@ import numpy.typing as npt
 from shooting.qp import StageQPResult
 
 __all__ = ["ARMIJO", "COLD_START_ITERATIONS", "MAX_SQP_ITERATIONS", "MIN_STEP", "NONMONOTONE", "QP_LOOSE",
-           "QP_LOOSE_STEP", "SQP_ROUNDING", "SQP_STATUS", "SQP_TOLERANCES", "SQPResult", "SQPStep", "qp_tolerances",
-           "sqp"]
+           "QP_LOOSE_STEP", "SQP_ROUNDING", "SQP_STATUS", "SQP_TOLERANCES", "STALL", "WATCHDOG_DECREASE", "SQPResult",
+           "SQPStep", "qp_tolerances", "sqp"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -81,6 +81,11 @@ SQP_TOLERANCES = {"double": {"step": 1e-8, "defect": 1e-9, "stationarity": 1e-10
 ARMIJO, BACKTRACK, MIN_STEP = 1e-4, 0.5, 1.0 / 1024
 #: How many iterates' merits the nonmonotone line search compares with (1: the monotone Armijo rule).
 NONMONOTONE = 5
+#: The watchdog: after STALL iterations without phi falling below its best by WATCHDOG_DECREASE (relative), the
+#: line search is monotone (see `sqp`). In float 100 times the merit's rounding (`SQP_ROUNDING`): at 1e-6 the
+#: rounding alone made the planar quadrotor's cold solve monotone early: 165 iterations, stopping 4.6e-3 of an
+#: input's range from IPOPT's optimum, against 56 and 7e-4 with this.
+STALL, WATCHDOG_DECREASE = 20, {"double": 1e-6, "float": 1e-4}
 SQP_ROUNDING = {"double": 1e-14, "float": 1e-6}
 ROUNDING = SQP_ROUNDING["double"]
 
@@ -187,6 +192,8 @@ def sqp(x: FloatArray, u: FloatArray, qp_step: Callable[[FloatArray, FloatArray,
     """
     tol = {**SQP_TOLERANCES["double"], **(tolerances or {})}
     nu_pen, step_size, stationarity = 0.0, np.inf, np.inf
+    best: tuple[float, float] | None = None  # (J, V) of the lowest phi so far, and the iterations since
+    stall = 0
     exact = False  # (set for good when an inexact QP's step did not descend)
     x, u = np.array(x, dtype=float), np.array(u, dtype=float)
     history: deque[tuple[float, float]] = deque(maxlen=NONMONOTONE)  # (J, V) of the last NONMONOTONE iterates
@@ -216,6 +223,17 @@ def sqp(x: FloatArray, u: FloatArray, qp_step: Callable[[FloatArray, FloatArray,
                 return SQPResult(qp.x, qp.u, it + 1, 0, step_size, defect, merit_weight=nu_pen,
                                  stationarity=stationarity)
         phi = J + nu_pen * V
+        # The watchdog (Chamberlain, Powell, Lemarechal and Pedersen, Math. Prog. Study 16, 1982, in the
+        # nonmonotone form of Grippo et al.): once phi has not fallen below its best by WATCHDOG_DECREASE
+        # (relative) for STALL iterations, the line search turns monotone for good. The nonmonotone reference can
+        # otherwise keep accepting a cycle of full steps near the optimum (the cart-pole from table 9's start 0:
+        # 300 iterations with its cost within 0.6 % of IPOPT's and defects of 1e-3 to 4e-2).
+        if best is None or phi < best[0] + nu_pen * best[1] - WATCHDOG_DECREASE["double"] * (1.0 + abs(phi)):
+            best, stall = (J, V), 0
+        else:
+            stall += 1
+            if stall >= STALL and history.maxlen != 1:
+                history = deque(maxlen=1)
         history.append((J, V))
         reference = max(Jh + nu_pen * Vh for Jh, Vh in history)
         pred = max(qp.model_decrease + nu_pen * V, 0.0)
