@@ -129,14 +129,20 @@ def convexify_by_riccati(qp: StageQP, W: FloatArray, active: npt.NDArray[np.bool
         projected, changed = convexify(P)
         if changed:
             phi[k] = P - projected
-    for k in range(N):  # the shift (after the pass: its recursion is the unshifted QP's)
-        A, B, b, Phi = qp.A[k], qp.B[k], qp.b[k], phi[k + 1]
-        qp.Q[k] += A.T @ Phi @ A - phi[k]
-        qp.S[k] += B.T @ Phi @ A
-        qp.R[k] += B.T @ Phi @ B
-        qp.q[k] += A.T @ Phi @ b
-        qp.r[k] += B.T @ Phi @ b
+    _shift(qp, qp.Q, qp.S, qp.R, qp.q, qp.r, phi, 1.0)  # (after the pass: its recursion is the unshifted QP's)
     return phi
+
+
+def _shift(qp: StageQP, Q: FloatArray, S: FloatArray, R: FloatArray, q: FloatArray, r: FloatArray,
+           phi: FloatArray, sign: float) -> None:
+    """Add (sign 1) or take off (-1) the telescoping terms in Q, S, R, q, r (the QP's or copies), in place."""
+    for k in range(qp.A.shape[0]):
+        A, B, b, Phi = qp.A[k], qp.B[k], qp.b[k], phi[k + 1]
+        Q[k] += sign * (A.T @ Phi @ A - phi[k])
+        S[k] += sign * (B.T @ Phi @ A)
+        R[k] += sign * (B.T @ Phi @ B)
+        q[k] += sign * (A.T @ Phi @ b)
+        r[k] += sign * (B.T @ Phi @ b)
 
 
 def telescoped(qp: StageQP, phi: FloatArray, x: FloatArray, u: FloatArray) -> float:
@@ -156,12 +162,6 @@ def unshifted(qp: StageQP, phi: FloatArray) -> StageQP:
     out = copy.copy(qp)
     assert qp.S is not None and qp.q is not None and qp.r is not None
     Q, S, R, q, r = (np.array(v, dtype=float) for v in (qp.Q, qp.S, qp.R, qp.q, qp.r))
-    for k in range(qp.A.shape[0]):
-        A, B, b, Phi = qp.A[k], qp.B[k], qp.b[k], phi[k + 1]
-        Q[k] -= A.T @ Phi @ A - phi[k]
-        S[k] -= B.T @ Phi @ A
-        R[k] -= B.T @ Phi @ B
-        q[k] -= A.T @ Phi @ b
-        r[k] -= B.T @ Phi @ b
+    _shift(qp, Q, S, R, q, r, phi, -1.0)
     out.Q, out.S, out.R, out.q, out.r = Q, S, R, q, r
     return out

@@ -217,7 +217,7 @@ class StageQPBuilder:
         self._phi = None
         if self._curvature is not None and multipliers is not None:
             if self.convexification == "stage":
-                M, M_N = self._add_stage_curvature(qp, M, M_N, xb, ub, p, t0, multipliers)
+                M, M_N = self._add_stage_curvature(qp, M, M_N, xb, ub, p, t0, multipliers), None
             else:
                 self._add_curvature(qp, M_N, xb, ub, p, t0, multipliers)  # (every block made convex there)
                 M = M_N = None
@@ -227,55 +227,60 @@ class StageQPBuilder:
             convexify_stages(qp, M, M_N, xb, ub, self.ocp.nx)
         return qp
 
-    def _add_curvature(self, qp: StageQP, M_N: FloatArray | None, xb: FloatArray,
-                       ub: FloatArray, p: FloatArray, t0: float, multipliers: StageQPResult) -> None:
-        """Add the constraints' curvature W_k, W_N (`shooting.mpc.curvature`) at `multipliers` to the QP in place
-        where the QP stays convex (the terminal block: positive definite; the stages: `convexify_by_riccati`), its
-        gradients corrected so that the model's gradient at the guess stays the cost's (q -= W zb)."""
+    def _curvature_blocks(self, qp: StageQP, xb: FloatArray, ub: FloatArray, p: FloatArray, t0: float,
+                          multipliers: StageQPResult) -> tuple[FloatArray, FloatArray]:
+        """The constraints' curvature W_k (N, nx + nu, nx + nu) at `multipliers` (`shooting.mpc.curvature`), and
+        the terminal rows' multipliers."""
         assert self._curvature is not None
         ocp = self.ocp
-        N, nx, nu = ocp.horizon, ocp.nx, ocp.nu
-        n = nx + nu
+        N, nx, n = ocp.horizon, ocp.nx, ocp.nx + ocp.nu
         z = qp.sizes
         mu, nuN = row_multipliers(multipliers.lam, N, z.nu, z.nbx, z.ng, z.ngN)
-        stage, terminal = self._curvature
         times = t0 + ocp.dt * np.arange(N)
-        W = as_blocks(stage(xb[:N].T, ub.T, p.T, times[None, :], multipliers.pi[:, :nx].T, mu.T), (N, n, n), True)
-        # The terminal block: M_N + W_N kept where positive definite, else the cost's block where that is definite,
-        # else the sum projected (as the C); then the stages' blocks by the Riccati pass (`convexify_by_riccati`),
-        # which needs the terminal block final.
-        W = np.array(W)
+        W = as_blocks(self._curvature[0](xb[:N].T, ub.T, p.T, times[None, :], multipliers.pi[:, :nx].T, mu.T),
+                      (N, n, n), True)
+        return np.array(W), nuN
+
+    def _terminal_curvature(self, qp: StageQP, M_N: FloatArray | None, xb: FloatArray, p: FloatArray,
+                            nuN: FloatArray) -> None:
+        """The terminal block, in place: M_N + W_N kept where positive definite, else the cost's block where that
+        is definite, else the sum projected (as the C); without terminal rows and extra terminal cost, the QP's
+        constant block."""
+        assert self._curvature is not None and qp.Q_N is not None and qp.q is not None
+        terminal, ocp = self._curvature[1], self.ocp
+        if terminal is None and M_N is None:
+            return
+        N, nx = ocp.horizon, ocp.nx
         cost_N = M_N if M_N is not None else 2 * ocp.Q_terminal
-        assert qp.Q_N is not None and qp.q is not None
-        if terminal is not None or M_N is not None:  # (else the QP's constant terminal block, as the C's)
-            W_N = np.zeros((nx, nx)) if terminal is None else np.array(terminal(xb[N], p[N - 1], nuN), dtype=float)
-            projected_N, changed = convexify(cost_N + W_N)
-            if changed:
-                W_N = np.zeros_like(W_N) if definite(cost_N) else projected_N - cost_N
-            qp.Q_N[:nx, :nx] += W_N
-            qp.q[N, :nx] -= W_N @ xb[N]
+        W_N = np.zeros((nx, nx)) if terminal is None else np.array(terminal(xb[N], p[N - 1], nuN), dtype=float)
+        projected_N, changed = convexify(cost_N + W_N)
+        if changed:
+            W_N = np.zeros_like(W_N) if definite(cost_N) else projected_N - cost_N
+        qp.Q_N[:nx, :nx] += W_N
+        qp.q[N, :nx] -= W_N @ xb[N]
+
+    def _add_curvature(self, qp: StageQP, M_N: FloatArray | None, xb: FloatArray,
+                       ub: FloatArray, p: FloatArray, t0: float, multipliers: StageQPResult) -> None:
+        """Add the constraints' curvature W_k, W_N at `multipliers` to the QP in place where the QP stays convex
+        (the terminal block first, final: `_terminal_curvature`; then the stages: `convexify_by_riccati`), its
+        gradients corrected so that the model's gradient at the guess stays the cost's (q -= W zb)."""
+        N, nu = self.ocp.horizon, qp.sizes.nu
+        W, nuN = self._curvature_blocks(qp, xb, ub, p, t0, multipliers)
+        self._terminal_curvature(qp, M_N, xb, p, nuN)
         lam, t = np.asarray(multipliers.lam, dtype=float), np.asarray(multipliers.t, dtype=float)
-        sides = (lam[:2 * N * z.nu] > t[:2 * N * z.nu]).reshape(N, z.nu, 2)
+        sides = (lam[:2 * N * nu] > t[:2 * N * nu]).reshape(N, nu, 2)
         self._phi = convexify_by_riccati(qp, W, np.asarray(sides.any(axis=2)), xb, ub)
 
     def _add_stage_curvature(self, qp: StageQP, M: FloatArray | None, M_N: FloatArray | None, xb: FloatArray,
-                       ub: FloatArray, p: FloatArray, t0: float, multipliers: StageQPResult
-                       ) -> tuple[FloatArray, FloatArray | None]:
+                             ub: FloatArray, p: FloatArray, t0: float, multipliers: StageQPResult) -> FloatArray:
         """convexification "stage" (a float export's): add the constraints' curvature W_k, W_N at `multipliers` to
         the QP in place, each block kept where positive definite (else the cost's where that is definite, else the
-        sum projected),
-        its gradients corrected so that the model's gradient at the guess stays the cost's (q -= W zb); returns
-        the stage blocks (N, n, n) and terminal block to make positive definite."""
-        assert self._curvature is not None
+        sum projected), its gradients corrected so that the model's gradient at the guess stays the cost's
+        (q -= W zb); returns the stage blocks (N, n, n) for `convexify_stages`."""
         ocp = self.ocp
         N, nx, nu = ocp.horizon, ocp.nx, ocp.nu
-        n = nx + nu
-        z = qp.sizes
-        mu, nuN = row_multipliers(multipliers.lam, N, z.nu, z.nbx, z.ng, z.ngN)
-        stage, terminal = self._curvature
-        times = t0 + ocp.dt * np.arange(N)
-        W = as_blocks(stage(xb[:N].T, ub.T, p.T, times[None, :], multipliers.pi[:, :nx].T, mu.T), (N, n, n), True)
-        base = np.zeros((N, n, n))
+        W, nuN = self._curvature_blocks(qp, xb, ub, p, t0, multipliers)
+        base = np.zeros((N, nx + nu, nx + nu))
         base[:, :nx, :nx], base[:, nx:, nx:] = 2 * ocp.Q, 2 * ocp.R
         cost_blocks = M if M is not None else base
         # A stage whose Lagrangian block is not positive definite keeps its cost's block where that is definite
@@ -285,7 +290,6 @@ class StageQPBuilder:
         # batch reactor) it would leave those directions without curvature, and the SQP's steps run to the bounds
         # (the line search failed after 209 iterations): there the projection of the sum (eigenvalues raised to
         # tau), which keeps the dynamics' curvature (11 iterations to IPOPT's optimum).
-        W = np.array(W)
         for k in range(N):
             projected, changed = convexify(cost_blocks[k] + W[k])
             if changed:
@@ -298,18 +302,8 @@ class StageQPBuilder:
         R += Wuu
         q[:N, :nx] -= np.einsum("kij,kj->ki", Wxx, xb[:N]) + np.einsum("kji,kj->ki", Wux, ub)
         r -= np.einsum("kij,kj->ki", Wux, xb[:N]) + np.einsum("kij,kj->ki", Wuu, ub)
-        blocks = cost_blocks + W
-        if terminal is None:
-            return blocks, M_N
-        W_N = np.array(terminal(xb[N], p[N - 1], nuN), dtype=float)
-        cost_N = M_N if M_N is not None else 2 * ocp.Q_terminal
-        projected_N, changed = convexify(cost_N + W_N)
-        if changed:  # (as the stages')
-            W_N = np.zeros_like(W_N) if definite(cost_N) else projected_N - cost_N
-        assert qp.Q_N is not None
-        qp.Q_N[:nx, :nx] += W_N
-        q[N, :nx] -= W_N @ xb[N]
-        return blocks, cost_N + W_N
+        self._terminal_curvature(qp, M_N, xb, p, nuN)  # (final: convexify_stages leaves it)
+        return cost_blocks + W
 
     def solve(self, qp: StageQP, *, x_guess: FloatArray | None = None, u_guess: FloatArray | None = None,
               max_iter: int = 100, tolerances: dict[str, float] | None = None, warm: StageQPResult | None = None,
