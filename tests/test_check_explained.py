@@ -7,6 +7,7 @@ what any compiled controller can meet (a module constant, `MAX_TOLERANCE`), so t
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,8 +17,13 @@ import pytest
 
 import shooting
 import shooting.controller.check as check
+from shooting.codegen import qemu_mps2
 from shooting.controller import export_controller
 from shooting.controller.diagnosis import explain, first_excess
+
+CI = bool(os.environ.get("CI"))
+needs_m4 = pytest.mark.skipif(not (qemu_mps2.have_cortex_m4_toolchain() and qemu_mps2.have_qemu()) and not CI,
+                              reason="needs arm-none-eabi-gcc and qemu-system-arm")
 
 
 @pytest.fixture(scope="module")
@@ -103,3 +109,31 @@ def test_the_first_prediction_is_compared_with_a_verified_optimum(pendulum_ocp) 
     assert default.success
     assert np.abs(tol.first_u - check.verified_optimum(pendulum_ocp, np.asarray(m.x0, float))).max() == 0.0
     assert tol.applied <= check.MAX_TOLERANCE["double"] and tol.prediction <= check.MAX_TOLERANCE["double"]
+
+
+@needs_m4
+def test_a_float_controller_with_a_nonlinear_constraint_passes_its_board_check(tmp_path: Path) -> None:
+    # The planar quadrotor past a round obstacle (tests/planar_quadrotor.py; exact penalty weight 1e3). Its float
+    # interior point ends at complementarity 1e-7 of that weight, where a thrust whose bound multiplier is 0.016
+    # stays 4e-3 of its range inside the bound: the first prediction is IPOPT's only to that accuracy, which the
+    # allowance now measures (check.termination_move) instead of refusing the controller. The closed loop's
+    # inputs (the shortcut's: exact active sets) keep the rounding allowance.
+    from planar_quadrotor import make_model, scenario
+
+    model = make_model()
+    sc = scenario(model)
+    ocp = shooting.build_ocp(sc, model)
+    x0 = np.asarray(sc.x0, dtype=float)
+    report = export_controller(ocp, tmp_path / "obs", real="float", target="cortex-m4", check=True, x0=x0)
+    assert report.ok, report.problems
+    host, board = report.checks[0], report.checks[-1]
+    assert host.target == "host" and board.target == "cortex-m4" and board.passed
+    from shooting.controller.c_source import controller_spec
+
+    tol = check.input_tolerance(ocp, controller_spec(ocp, x0=x0), x0, "float", 5)
+    # the stopping point's move is what allows the prediction, and it is measured, not assumed
+    assert 1e-4 < tol.termination < check.MAX_TOLERANCE["float"] / check.TERMINATION_SAFETY
+    assert tol.prediction == pytest.approx(check.TERMINATION_SAFETY * tol.termination)
+    assert tol.applied < 1e-4 and host.worst["u"] <= tol.applied == host.allowed["u"]
+    # the C's first prediction is farther from IPOPT's than rounding allows, nearer than the stopping point's move
+    assert 10 * check.TOLERANCE_FLOOR["float"] < host.worst["u_pred"] <= tol.prediction

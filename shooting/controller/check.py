@@ -28,6 +28,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -53,10 +54,12 @@ from shooting.mpc.simulate import simulate_closed_loop
 from shooting.mpc.sqp import COLD_START_ITERATIONS, SQP_TOLERANCES, sqp
 from shooting.options import Hessian
 from shooting.qp import OCP_QP_TOLERANCES, StageQP, StageQPResult, solve_stage_qp
+from shooting.qp.render import MU_FLOOR
 
 __all__ = ["MAX_TOLERANCE", "NOISE_SEED", "REFERENCE_AGREEMENT", "REFERENCE_IPOPT_OPTIONS", "TOLERANCE_FLOOR",
-           "TOLERANCE_SAFETY", "LoopRun", "Tolerance", "board_loop", "compare_inputs", "host_loop", "input_scale",
-           "input_tolerance", "process_noise", "reference_loop", "reference_run", "verified_optimum"]
+           "TERMINATION_SAFETY", "TOLERANCE_SAFETY", "LoopRun", "Tolerance", "board_loop", "compare_inputs",
+           "host_loop", "input_scale", "input_tolerance", "process_noise", "reference_loop", "reference_run",
+           "termination_move", "verified_optimum"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -173,6 +176,12 @@ class Tolerance:
         The rounding estimate asked for more than `MAX_TOLERANCE`: the
         tolerances are capped there (a check that would pass anything checks
         nothing).
+    termination : float
+        How far the whole first prediction moves when the converged first
+        sample's QP stops where the C's interior point in its precision may
+        stop (`termination_move`); 0 in double. (The closed loop's inputs are
+        not loosened by it: after the first sample they come from the exact
+        active-set shortcut.)
     """
 
     applied: float
@@ -182,6 +191,7 @@ class Tolerance:
     first_u: FloatArray | None
     first_reference: str = "IPOPT (tol 1e-12)"
     capped: bool = False
+    termination: float = 0.0
 
 
 def input_tolerance(ocp: MultipleShootingOCP, spec: ControllerSpec, x0: FloatArray, real: str, samples: int,
@@ -200,6 +210,9 @@ def input_tolerance(ocp: MultipleShootingOCP, spec: ControllerSpec, x0: FloatArr
     tolerance on the step (relative to 1 + the trajectory's largest entry, here
     on the inputs' scale): the first sample iterates to convergence, and two
     converged iterates may differ by one last step below that tolerance.
+    In float the prediction's is also at least `TERMINATION_SAFETY` times how
+    far the float interior point's own stopping point moves it
+    (`termination_move`). Both are capped at `MAX_TOLERANCE`.
     With ``hessian="exact"`` the stage blocks also move by the constraints'
     curvature at multipliers off by the QP's stopping tolerance in `real`
     (``tol_stat`` of the largest multiplier, per entry): the curvature is
@@ -250,7 +263,9 @@ def input_tolerance(ocp: MultipleShootingOCP, spec: ControllerSpec, x0: FloatArr
     key = "float" if real == "float" else "double"
     floor = max(TOLERANCE_FLOOR[key], SQP_ALLOWANCE[key] * (1.0 + max(np.abs(xs).max(), np.abs(ug).max()))
                 / float(scale.min()))
-    applied, prediction = max(TOLERANCE_SAFETY * first, floor), max(TOLERANCE_SAFETY * whole, floor)
+    stop = termination_move(builder, cold, x0, d, scale) if key == "float" and cold.status == 0 else 0.0
+    applied = max(TOLERANCE_SAFETY * first, floor)
+    prediction = max(TOLERANCE_SAFETY * whole, floor, TERMINATION_SAFETY * stop)
     cap = MAX_TOLERANCE[key]
     optimum = verified_optimum(ocp, x0)
     same = optimum is not None and (cold.status != 0 or
@@ -262,7 +277,36 @@ def input_tolerance(ocp: MultipleShootingOCP, spec: ControllerSpec, x0: FloatArr
     else:
         first_u, label = None, "none (neither IPOPT nor the Python SQP converged from the guess)"
     return Tolerance(min(applied, cap), first, min(prediction, cap), whole, first_u, label,
-                     capped=TOLERANCE_SAFETY * max(first, whole) > cap)
+                     capped=TOLERANCE_SAFETY * max(first, whole) > cap, termination=stop)
+
+
+#: The check allows this many times the move of the float interior point's stopping point (`termination_move`):
+#: a deterministic effect measured on the problem itself, not a spread estimated from draws.
+TERMINATION_SAFETY = 2.0
+
+
+def termination_move(builder: StageQPBuilder, cold: Any, x0: FloatArray, d: dict[str, Any], scale: FloatArray
+                     ) -> float:
+    """How far a float interior point's stopping point moves the converged first sample's predicted inputs (the
+    largest on `scale`).
+
+    The float QP ends where its complementarity reaches the precision's floor (`MU_FLOOR["float"]` relative to
+    1 + the largest multiplier or gradient, an exact penalty's weight among them: C ``@{p}_ipm``), not at its
+    solution: a side whose multiplier is small against that scale stays mu / lam inside its bound. The QP at the
+    converged double SQP's point `cold` (from `x0`, data `d`) is solved to convergence and stopped at that floor
+    (the double twin of the C's interior point at the float tolerances); the difference of their inputs is what
+    the stopping alone does, rounding aside. (The planar quadrotor past an obstacle, penalty weight 1e3: a thrust
+    with multiplier 0.016 at its bound moves by 4e-3 of its range.)
+    """
+    zero = np.zeros(builder.ocp.nu)
+    qp = builder.with_state(builder.build(cold.x, cold.u, d["x_ref"], d["u_ref"], d["p"], 0.0, zero), x0, zero)
+    exact = solve_stage_qp(qp, x_guess=cold.x, u_guess=cold.u)
+    tight = OCP_QP_TOLERANCES["float"]
+    stopped = solve_stage_qp(qp, x_guess=cold.x, u_guess=cold.u,
+                             tolerances={**tight, "tol_mu": 100 * tight["tol_mu"] + MU_FLOOR["float"]})
+    if exact.status != 0 or stopped.status != 0:
+        return 0.0
+    return float(np.max(np.abs(np.asarray(stopped.u) - np.asarray(exact.u)) / scale))
 
 
 def _multiplier_curvature(ocp: MultipleShootingOCP, spec: ControllerSpec, xg: FloatArray, ug: FloatArray,

@@ -36,6 +36,7 @@ from shooting.controller.c_source import (
 from shooting.controller.check import (
     MAX_TOLERANCE,
     NOISE_SEED,
+    TERMINATION_SAFETY,
     TOLERANCE_FLOOR,
     TOLERANCE_SAFETY,
     LoopRun,
@@ -175,8 +176,10 @@ class _Runs(ExportRuns):
                 f"{report.allowed['u']:.1e} = {TOLERANCE_SAFETY:g} x the {real} rounding estimate "
                 f"{tol.applied_estimate:.1e}, at least {TOLERANCE_FLOOR[real]:.0e})")
         if "u_pred" in report.worst:
+            why = (f" = {TERMINATION_SAFETY:g} x the move of the {real} interior point's stopping point "
+                   f"{tol.termination:.1e}" if report.allowed["u_pred"] == TERMINATION_SAFETY * tol.termination else "")
             line += (f", first prediction within {report.worst['u_pred']:.1e} of {tol.first_reference} (allowed "
-                     f"{report.allowed['u_pred']:.1e})")
+                     f"{report.allowed['u_pred']:.1e}{why})")
         elif run.first_prediction is not None:
             line += f", first prediction not compared (verified optimum: {tol.first_reference})"
         line += (f", QP iterations median {summary['qp_iterations_median']:g} max {summary['qp_iterations_max']}")
