@@ -67,12 +67,15 @@ def ocp_qp_source(prefix: str, real: Real, sizes: OCPQPSizes) -> OCPQPSource:
     names = dict(p=prefix, P=prefix.upper(), R=real, N=sizes.N, NX=sizes.nx, NU=sizes.nu, NBX=sizes.nbx,
                  NG=sizes.ng, NGN=sizes.ngN)
     nxp, nup = sizes.nx * (sizes.nx + 1) // 2, sizes.nu * (sizes.nu + 1) // 2  # packed triangles
-    work = render_from(TEMPLATES, "ocp_qp_work.h.in", **names, NSOFT=max(sizes.nsoft, 1), NXP=nxp, NUP=nup)
+    unroll = int(sizes.nx + sizes.nu <= UNROLL_MAX)
+    # (unrolled, the Riccati step's [B'; A'] L is a local array the compiler keeps in registers: no work array)
+    work = render_from(TEMPLATES, "ocp_qp_work.h.in", **names, NSOFT=max(sizes.nsoft, 1), NXP=nxp, NUP=nup,
+                       BAL_LEN=1 if unroll else (sizes.nu + sizes.nx) * sizes.nx)
     functions = render_from(TEMPLATES, "ocp_qp.c.in", **names, f="f" if real == "float" else "",
                             NU_1=max(sizes.nu, 1), NBX_1=max(sizes.nbx, 1), NG_1=max(sizes.ng, 1), NXP=nxp, NUP=nup,
                             tol_pd=literal(1e-14 if real == "double" else 1e-6, real),
                             tau=literal(STEP_FRACTION[real], real), warm_push=literal(WARM_PUSH[real], real),
                             mu_floor=literal(MU_FLOOR[real], real), diverge=literal(DIVERGE[real], real),
-                            unroll=int(sizes.nx + sizes.nu <= UNROLL_MAX), unroll_max=UNROLL_MAX,
+                            unroll=unroll, unroll_max=UNROLL_MAX,
                             attempts=SHORTCUT_ATTEMPTS)
     return OCPQPSource(work, functions)
