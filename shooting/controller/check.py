@@ -300,9 +300,10 @@ def termination_move(builder: StageQPBuilder, cold: Any, x0: FloatArray, d: dict
     """
     zero = np.zeros(builder.ocp.nu)
     qp = builder.with_state(builder.build(cold.x, cold.u, d["x_ref"], d["u_ref"], d["p"], 0.0, zero), x0, zero)
-    exact = solve_stage_qp(qp, x_guess=cold.x, u_guess=cold.u)
+    start = builder.guess(cold.x, cold.u, zero)  # (the QP's states: with a rate penalty, augmented)
+    exact = solve_stage_qp(qp, x_guess=start, u_guess=cold.u)
     tight = OCP_QP_TOLERANCES["float"]
-    stopped = solve_stage_qp(qp, x_guess=cold.x, u_guess=cold.u,
+    stopped = solve_stage_qp(qp, x_guess=start, u_guess=cold.u,
                              tolerances={**tight, "tol_mu": 100 * tight["tol_mu"] + MU_FLOOR["float"]})
     if exact.status != 0 or stopped.status != 0:
         return 0.0
