@@ -154,11 +154,28 @@ def run_tool(cmd: list[str], tool: str, timeout: float, cwd: Path | None = None,
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
+        _await_group_exit(proc.pid)
         if isinstance(exc, subprocess.TimeoutExpired):
             raise ToolchainError(f"{tool} timed out{doing} after {timeout:g} s (killed with its child "
                                  f"processes)") from None
         raise
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+#: How long a killed process group may take to be gone (a loaded machine schedules the dying late).
+GROUP_EXIT_WAIT = 5.0
+
+
+def _await_group_exit(pgid: int) -> None:
+    """Wait (at most `GROUP_EXIT_WAIT` s) until no process of the killed group `pgid` is left: SIGKILL is
+    delivered when each one next runs, and an orphaned ``cc1`` is reaped by init after it dies."""
+    deadline = time.monotonic() + GROUP_EXIT_WAIT
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        time.sleep(0.01)
 
 
 # --------------------------------------------------------------------------- availability
