@@ -407,9 +407,10 @@ def test_the_watchdog_ends_a_cycle_of_accepted_steps(tmp_path) -> None:
     # Table 9's start 0 with Gauss-Newton: the nonmonotone line search kept accepting full steps that cycle with the
     # cost within 0.6 % of IPOPT's and defects of 1e-3 to 4e-2 (iteration limit at 300, both). The watchdog
     # (monotone after STALL iterations without a new best merit) ends the cycle at IPOPT's point, Python and C
-    # alike. The Python SQP then converges (201 iterations); the C, whose iterates part from the Python's by rounding
-    # in the cycle, ends 20 iterations later in "line search failed" at that point (step 1.4e-7, defects 3e-17):
-    # Gauss-Newton's model lacks the curvature a full step that small needs to descend (noted in docs/controller.md).
+    # alike. Inside the cycle the iterates depend on rounding (the QP's order of operations moves them): at that
+    # point one run converges (201 iterations), another ends a few iterations later in "line search failed" there
+    # (step 1.4e-7, defects 3e-17): Gauss-Newton's model lacks the curvature a full step that small needs to
+    # descend (noted in docs/controller.md). Without the watchdog both stop at the iteration limit, off the point.
     ocp, _ = _case("cartpole swing-up")
     assert export_controller(ocp, tmp_path / "c", name="wd").ok
     ctl = load_controller(tmp_path / "c")
@@ -417,10 +418,10 @@ def test_the_watchdog_ends_a_cycle_of_accepted_steps(tmp_path) -> None:
     truth = ocp.solve(x0)
     assert truth.success
     py = RTIController(ocp, initialize_with_ipopt=False).solve(x0, max_iter=300)
-    assert py.status == 0, py.message
+    assert py.status in (0, 3), py.message  # (3: "line search failed", at the point: see above)
     ctl.reset(x0)
     c = ctl.solve(x0, max_iter=300)
-    assert c.status in (0, 9), c.message  # (9: "line search failed", at the point: see above)
+    assert c.status in (0, 9), c.message  # (9: the C's "line search failed")
     for res in (py, c):
         assert (np.abs(res.u - truth.u) / (ocp.u_max - ocp.u_min)).max() <= 1e-6
         assert res.defect <= SQP_TOLERANCES["double"]["defect"]
