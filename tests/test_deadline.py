@@ -283,3 +283,36 @@ def test_budget_and_deadline_on_the_board(soft_swingup: shooting.MultipleShootin
     # upright and centred: under the deadline every QP stops after an interior-point iteration or so (one costs
     # about as much as the deadline), and the inexact steps still swing the pendulum up (statuses: budget)
     assert abs(final[1]) < 0.05 and abs(final[0]) < 0.1, final
+
+
+@pytest.mark.parametrize("real", ["float", "double"])
+def test_the_divergence_test_finds_the_first_entry_beyond_the_limit(real: str, soft_swingup, tmp_path: Path) -> None:
+    # The controller's `beyond` (its divergence test) compares a float's bits, four entries a branch: each case
+    # against the plain comparison |v| <= limit (false for a NaN), its first offender's index included.
+    from shooting.controller.c_source import controller_spec, generate_controller
+
+    files = generate_controller(controller_spec(soft_swingup), "cp", real=real).files  # type: ignore[arg-type]
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    cases = [[0.5] * 9, [0.5] * 8 + [2.0], [2.0] + [0.5] * 8, [0.5, -1.0, 1.0, 0.5, 0.25], [0.5, -1.0000001, 0.5, 0.5],
+             [0.5] * 6 + [float("nan")] + [0.5] * 5, [float("-inf"), 0.5, 0.5, 0.5], [0.5] * 3, [-0.0] * 12,
+             [0.5] * 4 + [1e38] + [0.5] * 3]
+    def literal(x: float) -> str:
+        return repr(x).replace("nan", "NAN").replace("inf", "INFINITY")
+
+    body = "".join(f"  {{ static const real v[] = {{{', '.join(literal(x) for x in c)}}};"
+                   f" const real* b = beyond(v, {len(c)}, (real)1.0); printf(\"%d\\n\", b ? (int)(b - v) : -1); }}\n"
+                   for c in cases)
+    main = f'#include <stdio.h>\n#include "cp_mpc.c"\nint main(void) {{\n{body}  return 0;\n}}\n'
+    (tmp_path / "t.c").write_text(main)
+    exe = tmp_path / "t"
+    subprocess.run(["gcc", "-O2", "-std=c99", "-o", str(exe), str(tmp_path / "t.c"), "-I", str(tmp_path), "-lm"],
+                   check=True, capture_output=True, timeout=300)
+    got = [int(v) for v in subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split()]
+    cast = np.float32 if real == "float" else np.float64
+    want = []
+    for c in cases:
+        v = np.asarray(c, dtype=cast)
+        bad = np.flatnonzero(~(np.abs(v) <= cast(1.0)))
+        want.append(int(bad[0]) if bad.size else -1)
+    assert got == want
