@@ -51,7 +51,7 @@ from shooting.mpc.ocp import MultipleShootingOCP
 from shooting.mpc.rti import RTIController
 from shooting.mpc.rti_stage import StageQPBuilder
 from shooting.mpc.simulate import simulate_closed_loop
-from shooting.mpc.sqp import COLD_START_ITERATIONS, SQP_TOLERANCES, sqp
+from shooting.mpc.sqp import COLD_START_ITERATIONS, SQP_TOLERANCES, SQPResult, sqp
 from shooting.options import Hessian
 from shooting.qp import OCP_QP_TOLERANCES, StageQP, StageQPResult, solve_stage_qp
 from shooting.qp.render import MU_FLOOR
@@ -285,8 +285,8 @@ def input_tolerance(ocp: MultipleShootingOCP, spec: ControllerSpec, x0: FloatArr
 TERMINATION_SAFETY = 2.0
 
 
-def termination_move(builder: StageQPBuilder, cold: Any, x0: FloatArray, d: dict[str, Any], scale: FloatArray
-                     ) -> float:
+def termination_move(builder: StageQPBuilder, cold: SQPResult, x0: FloatArray, d: dict[str, Any],
+                     scale: FloatArray) -> float:
     """How far a float interior point's stopping point moves the converged first sample's predicted inputs (the
     largest on `scale`).
 
