@@ -380,7 +380,7 @@ class RTIController:
         if self._stages is not None and (iterate > 1 or (self._cold and iterate > 0)):
             # SQP from the guess: to convergence (a cold start, as the C's first feedback) or the sample's
             # iterations; its solution's first input is applied (the C's NAME_mpc_solve).
-            return self._sqp_step(xv, P, t, iterate)
+            return self._sqp_step(xv, P, t, iterate, self._cold)
         if self._guess is None:
             w0 = self._initial_guess(xv, P)
             self._guess = QPPoint(w0, None, None)
@@ -426,12 +426,13 @@ class RTIController:
         return ControlStep(u=u, solve_time=feedback + prepare, success=success, status=status,
                            iterations=iterations)
 
-    def _sqp_step(self, x: npt.NDArray[np.float64], P: npt.NDArray[np.float64], t: float, iterations: int
-                  ) -> ControlStep:
-        """A sample by SQP (`solve`): apply its first input, shift its solution as the next guess."""
+    def _sqp_step(self, x: npt.NDArray[np.float64], P: npt.NDArray[np.float64], t: float, iterations: int,
+                  cold: bool) -> ControlStep:
+        """A sample by SQP (`solve`): apply its first input, shift its solution as the next guess (a cold one
+        with the proximal term, as the C's cold samples)."""
         ocp, L = self.ocp, self.ocp.layout
         started = time.perf_counter()
-        result = self._sqp(x, P, iterations)
+        result = self._sqp(x, P, iterations, prox=cold)
         self.last_sqp = result
         feedback = time.perf_counter() - started
         self.feedback_times.append(feedback)
@@ -531,12 +532,14 @@ class RTIController:
         xv = _validate.vector(x0, ocp.nx, "x0", broadcast=False)
         max_iter = _validate.integer(max_iter, "max_iter", minimum=1, maximum=MAX_SQP_ITERATIONS)
         prev = self.u_last if u_prev is None else u_prev
-        result = self._sqp(xv, ocp.parameters(np.zeros(ocp.nx), x_ref, u_ref, p, t0, prev), max_iter)
+        result = self._sqp(xv, ocp.parameters(np.zeros(ocp.nx), x_ref, u_ref, p, t0, prev), max_iter, prox=True)
         self.last_sqp = result
         return result
 
-    def _sqp(self, x0: npt.NDArray[np.float64], P: npt.NDArray[np.float64], max_iter: int) -> SQPResult:
-        """`solve` for validated data P; leaves the result as the guess and the controller warm."""
+    def _sqp(self, x0: npt.NDArray[np.float64], P: npt.NDArray[np.float64], max_iter: int, *, prox: bool
+             ) -> SQPResult:
+        """`solve` for validated data P; leaves the result as the guess and the controller warm. `prox`: the
+        proximal term on the inputs (`shooting.mpc.sqp`)."""
         assert self._stages is not None
         ocp, L, builder = self.ocp, self.ocp.layout, self._stages
         d = L.unpack_parameters(P)
@@ -547,14 +550,15 @@ class RTIController:
         x[0] = x0
         last: list[StageQPResult | None] = [None]  # the last iteration's QP (its active set: tried first)
 
-        def qp_step(xs: npt.NDArray[np.float64], us: npt.NDArray[np.float64], loose: bool) -> SQPStep:
-            step = builder.sqp_step(xs, us, xr, ur, pp, t0, u_prev, last[0], loose)
+        def qp_step(xs: npt.NDArray[np.float64], us: npt.NDArray[np.float64], loose: bool, rho: float = 0.0,
+                    scale: float | None = None) -> SQPStep:
+            step = builder.sqp_step(xs, us, xr, ur, pp, t0, u_prev, last[0], loose, rho, scale)
             last[0] = step.qp
             return step
 
         result = sqp(x, u, qp_step,
                      lambda xs, us: ocp.cost(xs, us, x_ref=xr, u_ref=ur, p=pp, t0=t0, u_prev=u_prev),
-                     lambda xs, us: builder.defects(xs, us, pp, t0), max_iter=max_iter)
+                     lambda xs, us: builder.defects(xs, us, pp, t0), max_iter=max_iter, prox=prox)
         self._guess = QPPoint(L.pack_w(result.x, result.u, self._slacks(result.x)), None, None)
         self._prepared_P = None  # a new guess: the sample's QP is built again
         # the last QP's slacks and multipliers: the next QP's warm start (a line search that failed: cold; as C)

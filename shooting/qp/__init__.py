@@ -16,11 +16,13 @@ from shooting.qp.stage_qp import (
     OCPQPSizes,
     StageQP,
     StageQPResult,
+    hessian_scale,
     shifted_result,
     stage_qp_objective,
     stage_qp_stationarity,
+    with_input_prox,
 )
 
 __all__ = ["OCP_QP_STATUS", "OCP_QP_TOLERANCES", "OCPQPSizes", "StageQP", "StageQPResult", "WARM_PUSH",
-           "shifted_result", "solve_stage_qp", "stage_qp_objective",
-           "stage_qp_stationarity"]
+           "hessian_scale", "shifted_result", "solve_stage_qp", "stage_qp_objective",
+           "stage_qp_stationarity", "with_input_prox"]

@@ -12,7 +12,7 @@ it in numpy; `templates/` hold the same method as C (`shooting.controller.ocp_qp
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -20,7 +20,7 @@ import numpy.typing as npt
 from shooting.options import Real
 
 __all__ = ["OCP_QP_STATUS", "OCP_QP_TOLERANCES", "OCPQPSizes", "StageQP", "StageQPResult", "blocks",
-           "shifted_result", "stage_qp_objective", "stage_qp_stationarity"]
+           "hessian_scale", "shifted_result", "stage_qp_objective", "stage_qp_stationarity", "with_input_prox"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -190,6 +190,35 @@ class StageQPResult:
     @property
     def message(self) -> str:
         return OCP_QP_STATUS.get(self.status, f"status {self.status}")
+
+
+def hessian_scale(qp: StageQP) -> float:
+    """The QP's largest diagonal Hessian entry: of every Q_k, R_k and Q_N (the C: ``hessian_scale``)."""
+    z = qp.sizes
+    Q, R = blocks(qp.Q, z.N, (z.nx, z.nx), "Q"), blocks(qp.R, z.N, (z.nu, z.nu), "R")
+    diagonals = (np.diagonal(Q, axis1=1, axis2=2), np.diagonal(R, axis1=1, axis2=2), np.diag(qp.Q_N))
+    return float(max(d.max(initial=0.0) for d in diagonals))
+
+
+def with_input_prox(qp: StageQP, weight: float, u: FloatArray) -> StageQP:
+    """The QP with weight / 2 |u_k - c_k|^2 added to every stage's cost, c = `u`: R_k + weight I and
+    r_k - weight c_k (the C adds the same terms where it reads R and r: its data's ``prox``, ``prox_u``). A copy;
+    `qp` is left as it is.
+
+    Parameters
+    ----------
+    qp : StageQP
+    weight : float
+        (0: `qp` itself.)
+    u : ndarray, shape (N, nu)
+        The centre.
+    """
+    if weight == 0.0:
+        return qp
+    z = qp.sizes
+    R = blocks(qp.R, z.N, (z.nu, z.nu), "R") + weight * np.eye(z.nu)
+    r = blocks(qp.r, z.N, (z.nu,), "r") - weight * np.asarray(u, dtype=float).reshape(z.N, z.nu)
+    return replace(qp, R=R, r=r)
 
 
 def stage_qp_stationarity(qp: StageQP, x: FloatArray, u: FloatArray, x_qp: FloatArray, u_qp: FloatArray) -> float:
