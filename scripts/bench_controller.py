@@ -38,7 +38,9 @@ Three tables, per model (every built-in one by default), every figure measured i
    sample over it), and the Python RTIController against IPOPT's warm MPC.
 9. Cold starts from 22 far cart-pole states (issue 24): the SQP with
    Gauss-Newton and with exact Hessians side by side, against IPOPT from the
-   same state (`--cold-starts-only`).
+   same state; then the float C's on the emulated board (instructions and
+   cycles per cold solve, 100 SQP iterations at most) against the issue's
+   main, 5781ddd, measured on the same starts (`--cold-starts-only`).
 5. The price of a nonlinear path constraint (issue 16): the cart-pole
    swing-up at N = 20 with and without a soft power limit |F v| <= P (two
    rows, nonlinear in x and u), time per RTI sample on the host and
@@ -66,6 +68,7 @@ import numpy as np
 
 import shooting
 from benchkit import NAME_WIDTH, Skip, add_models_option, model_rows, nominal_args, selected_models
+from board_cold import board_cold_starts
 from chain_mass import chain_model, chain_ocp
 from shooting.codegen import export_controller, export_integrator, load_controller, load_step, qemu_mps2
 from shooting.controller.board import board_loop
@@ -520,7 +523,32 @@ def far_starts(count: int, seed: int = 23) -> list[np.ndarray]:
     return [rng.uniform(low, high) for _ in range(count)]
 
 
-def cold_start_table(count: int) -> None:
+#: The float C's cold solves (Gauss-Newton, 100 SQP iterations) from the 22 far starts on the board at issue 24's
+#: main (5781ddd, measured 2026-11-27 with this table's method): median and total instructions.
+BOARD_COLD_BEFORE = {"median": 12.51e6, "total": 557e6}
+
+
+def board_cold_rows(ocp: shooting.MultipleShootingOCP, starts: list[np.ndarray], truths: list, work: Path) -> None:
+    """Table 9's board part: the float C's cold solves, Gauss-Newton and exact Hessians side by side."""
+    print("the float C on the board (reset + solve, 100 SQP iterations at most): instructions (M) per cold solve")
+    print(f"{'Hessian':<13} {'median':>8} {'max':>8} {'total':>8} {'QP its':>7} {'converged':>9} {'to IPOPT':>8}")
+    medians = {}
+    for hessian in ("gauss-newton", "exact"):
+        runs = board_cold_starts(ocp, starts, hessian, 100, work / f"board_cold_{hessian}")
+        ins = np.array([r.instructions for r in runs], dtype=float)
+        same = sum(r.status == 0 and abs(r.u0 - t.u[0, 0]) <= 1e-4 * 160 for r, t in zip(runs, truths, strict=True))
+        print(f"{hessian:<13} {np.median(ins) / 1e6:>8.2f} {ins.max() / 1e6:>8.2f} {ins.sum() / 1e6:>8.1f} "
+              f"{sum(r.qp_iterations for r in runs):>7} {sum(r.status == 0 for r in runs):>9} {same:>8}")
+        medians[hessian] = (float(np.median(ins)), float(ins.sum()))
+    median, total = medians["gauss-newton"]
+    before = BOARD_COLD_BEFORE
+    print(f"target: the board's cold start at least halved (Gauss-Newton, against 5781ddd's median "
+          f"{before['median'] / 1e6:.2f}M and total {before['total'] / 1e6:.0f}M): "
+          f"{verdict(median <= 0.5 * before['median'] and total <= 0.5 * before['total'])} "
+          f"({median / before['median']:.2f}x the median, {total / before['total']:.2f}x the total)")
+
+
+def cold_start_table(count: int, work: Path) -> None:
     """Table 9: SQP from far cart-pole starts (the Python RTIController's solve, the C's method) with Gauss-Newton
     and exact Hessians, against IPOPT from the same state (the OCP's own initial guess for all)."""
     cp = shooting.load_model("cartpole")
@@ -530,8 +558,10 @@ def cold_start_table(count: int) -> None:
     print(f"{'start':<34} {'IPOPT cost':>11} {'GN its':>6} {'GN':>10} {'exact its':>9} {'exact':>10}")
     counts: dict[str, list[int]] = {"gauss-newton": [], "exact": []}
     reached = {"gauss-newton": 0, "exact": 0}
+    truths = []
     for x0 in far_starts(count):
         truth = ocp.solve(x0)
+        truths.append(truth)
         row = f"{np.array2string(x0, precision=2, separator=','):<34} {truth.cost:>11.4g}"
         for hessian in ("gauss-newton", "exact"):
             res = shooting.RTIController(ocp, hessian=hessian, initialize_with_ipopt=False).solve(x0, max_iter=300)
@@ -551,6 +581,10 @@ def cold_start_table(count: int) -> None:
           f"iterations at most Gauss-Newton's: {verdict(ok)} ({len(exact)} of {count}, {reached['exact']} to IPOPT's; "
           f"median {np.median(exact) if exact else float('nan'):.0f} against "
           f"{np.median(gn) if gn else float('nan'):.0f})")
+    if have_board():
+        board_cold_rows(ocp, far_starts(count), truths, work)
+    else:
+        print("the board's cold starts: skipped (no arm-none-eabi-gcc or qemu-system-arm)")
     print()
 
 
@@ -579,7 +613,7 @@ def main(argv: list[str] | None = None) -> int:
             board_table(models, horizon, 5 if args.quick else 100)
             return 0
         if args.cold_starts_only:
-            cold_start_table(4 if args.quick else 22)
+            cold_start_table(4 if args.quick else 22, Path(tmp))
             return 0
         host_table(models, horizon, 10 if args.quick else 100, Path(tmp))
         step_table(models, Path(tmp), 200 if args.quick else 5000)
@@ -592,7 +626,7 @@ def main(argv: list[str] | None = None) -> int:
             if not args.quick and any(m.name == "quadrotor" for m in models):
                 targets_table(40, 100, Path(tmp))
                 deadline_table(Path(tmp), 1000, 3)
-            cold_start_table(4 if args.quick else 22)
+            cold_start_table(4 if args.quick else 22, Path(tmp))
     return 0
 
 

@@ -428,11 +428,10 @@ class RTIController:
 
     def _sqp_step(self, x: npt.NDArray[np.float64], P: npt.NDArray[np.float64], t: float, iterations: int,
                   cold: bool) -> ControlStep:
-        """A sample by SQP (`solve`): apply its first input, shift its solution as the next guess (a cold one
-        with the proximal term, as the C's cold samples)."""
+        """A sample by SQP (`solve`; `cold`: its proximal term): apply its first input, shift its solution."""
         ocp, L = self.ocp, self.ocp.layout
         started = time.perf_counter()
-        result = self._sqp(x, P, iterations, prox=cold)
+        result = self._sqp(x, P, iterations, cold)
         self.last_sqp = result
         feedback = time.perf_counter() - started
         self.feedback_times.append(feedback)
@@ -532,22 +531,19 @@ class RTIController:
         xv = _validate.vector(x0, ocp.nx, "x0", broadcast=False)
         max_iter = _validate.integer(max_iter, "max_iter", minimum=1, maximum=MAX_SQP_ITERATIONS)
         prev = self.u_last if u_prev is None else u_prev
-        result = self._sqp(xv, ocp.parameters(np.zeros(ocp.nx), x_ref, u_ref, p, t0, prev), max_iter, prox=True)
+        result = self._sqp(xv, ocp.parameters(np.zeros(ocp.nx), x_ref, u_ref, p, t0, prev), max_iter, True)
         self.last_sqp = result
         return result
 
-    def _sqp(self, x0: npt.NDArray[np.float64], P: npt.NDArray[np.float64], max_iter: int, *, prox: bool
-             ) -> SQPResult:
-        """`solve` for validated data P; leaves the result as the guess and the controller warm. `prox`: the
-        proximal term on the inputs (`shooting.mpc.sqp`)."""
+    def _sqp(self, x0: npt.NDArray[np.float64], P: npt.NDArray[np.float64], max_iter: int, prox: bool) -> SQPResult:
+        """`solve` for data P (`prox`: `shooting.mpc.sqp`'s); leaves the result as the guess, the controller warm."""
         assert self._stages is not None
         ocp, L, builder = self.ocp, self.ocp.layout, self._stages
         d = L.unpack_parameters(P)
         xr, ur, pp, t0, u_prev = d["x_ref"], d["u_ref"], d["p"], float(d["t0"]), d["u_prev"]
         w = self._initial_guess(x0, P) if self._guess is None else self._guess.w
         x, u = L.unpack_w(w)
-        x = x.copy()
-        x[0] = x0
+        x = np.vstack([x0, x[1:]])
         last: list[StageQPResult | None] = [None]  # the last iteration's QP (its active set: tried first)
 
         def qp_step(xs: npt.NDArray[np.float64], us: npt.NDArray[np.float64], loose: bool, rho: float = 0.0,

@@ -211,6 +211,17 @@ def next_prox(rho: float, alpha: float, held: bool, small: bool) -> float:
     return rho
 
 
+def _first_qp(qp_step: Callable[..., SQPStep], x: FloatArray, u: FloatArray, loose: bool,
+              scale: float) -> tuple[SQPStep, bool]:
+    """A fresh guess's first QP, plain; for a far start (its step above `QP_LOOSE_STEP` of `scale`) solved again
+    with the proximal term at `PROX_START` (its scale this QP's), and True: the term's rule applies."""
+    qp = qp_step(x, u, loose, 0.0, None)
+    step = max(np.abs(qp.x - x).max(initial=0.0), np.abs(qp.u - u).max(initial=0.0)) / scale
+    if qp.ok and step > QP_LOOSE_STEP and PROX_START > 0:
+        return qp_step(x, u, loose, PROX_START, None), True
+    return qp, False  # (a near start: plain QPs throughout)
+
+
 def sqp(x: FloatArray, u: FloatArray, qp_step: Callable[..., SQPStep],
         objective: Callable[[FloatArray, FloatArray], float],
         defects: Callable[[FloatArray, FloatArray], FloatArray], *, max_iter: int = 50,
@@ -246,8 +257,7 @@ def sqp(x: FloatArray, u: FloatArray, qp_step: Callable[..., SQPStep],
     exact = False  # (set for good when an inexact QP's step did not descend)
     x, u = np.array(x, dtype=float), np.array(u, dtype=float)
     history: deque[tuple[float, float]] = deque(maxlen=NONMONOTONE)  # (J, V) of the last NONMONOTONE iterates
-    rho = PROX_START if prox else 0.0
-    damp = prox  # (the proximal term's rule applies: a far start's)
+    rho, damp = 0.0, False  # (the proximal term's weight, and whether its rule applies: a far start's)
     prox_scale: float | None = None
     for it in range(max_iter + 1):
         scale = 1.0 + max(np.abs(x).max(initial=0.0), np.abs(u).max(initial=0.0))
@@ -259,13 +269,11 @@ def sqp(x: FloatArray, u: FloatArray, qp_step: Callable[..., SQPStep],
         if it == max_iter:
             return SQPResult(x, u, it, 1, step_size, defect, SQP_STATUS[1], nu_pen, stationarity)
         loose = not exact and step_size > QP_LOOSE_STEP
-        qp = qp_step(x, u, loose, 0.0 if it == 0 else rho, prox_scale) if prox else qp_step(x, u, loose)
-        if it == 0 and rho > 0:  # (a fresh guess: the proximal term for a far start only)
-            far = max(np.abs(qp.x - x).max(initial=0.0), np.abs(qp.u - u).max(initial=0.0)) / scale > QP_LOOSE_STEP
-            if qp.ok and far:
-                qp = qp_step(x, u, loose, rho, None)
-            else:  # (a near start: plain QPs throughout)
-                rho, damp = 0.0, False
+        if prox and it == 0:
+            qp, damp = _first_qp(qp_step, x, u, loose, scale)
+            rho = PROX_START if damp else 0.0
+        else:
+            qp = qp_step(x, u, loose, rho, prox_scale) if prox else qp_step(x, u, loose)
         if not qp.ok:
             return SQPResult(x, u, it, 2, step_size, defect, f"{SQP_STATUS[2]}: {qp.message}", nu_pen,
                              stationarity)
