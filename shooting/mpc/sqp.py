@@ -45,24 +45,30 @@ shrinks with the step instead, as a forcing term, made the SQP cycle on a
 problem with an active hard state bound: 16 -> 83 iterations.) The swing-up
 from hanging: 265 -> 160 interior-point iterations over its cold solve.
 
-From a fresh guess (``prox=True``: a cold solve) the QPs carry a proximal term
-on the inputs, rho / 2 |u - u_w|^2 about the iterate's inputs u_w (a
-Levenberg-Marquardt regularisation of the inputs' Hessian block, the proximal
-point damping of Rockafellar, SIAM J. Control Optim. 14(5), 1976; acados' SQP
-offers it as ``levenberg_marquardt``). Far from the solution the plain QP's
-inputs swing between their bounds from one linearisation to the next (a
-swing-up's bang-bang arcs): the line search cuts such steps to a quarter, and
-every QP's active set is new, an interior point's dozen factorisations instead
-of the warm active set's one or two. rho = `PROX_START` times the QP's largest
-diagonal Hessian entry (the cost's own scale) at first, multiplied by
-`PROX_DOWN` after a full step, by `PROX_UP` (at least
-`PROX_FLOOR` times its start) after a step of at most `PROX_SHORT`, and 0
-below `PROX_OFF` times its start; the step and stationarity tests apply to the
-plain QP only (a small proximal step ends the term first), so the SQP
-converges to the same KKT points (the cart-pole's 22 far starts, float on the
-host: 5135 -> 1700 factorisations, the same 19 converged; double with the exact
-Hessian: 22 of 22 either way, 3708 -> 1584 factorisations, the longest 133 -> 107
-iterations).
+From a fresh guess (``prox=True``: a cold solve) whose first, plain QP steps
+farther than `QP_LOOSE_STEP` of the trajectory's scale (a far start), that QP
+is solved again, from its own active set, with a proximal term on the inputs,
+rho / 2 |u - u_w|^2 about the iterate's inputs u_w (a Levenberg-Marquardt
+regularisation of the inputs' Hessian block, the proximal point damping of
+Rockafellar, SIAM J. Control Optim. 14(5), 1976; acados' SQP offers it as
+``levenberg_marquardt``), and so are the QPs after it while rho > 0. Far from
+the solution the plain QP's inputs swing between their bounds from one
+linearisation to the next (a swing-up's bang-bang arcs): the line search cuts
+such steps to a quarter, and every QP's active set is new, an interior
+point's dozen factorisations instead of the warm active set's one or two.
+rho = `PROX_START` times the first QP's largest diagonal Hessian entry (the
+cost's own scale) at first; after a full step it is multiplied by
+`PROX_DOWN`, or by `PROX_FAST` where the merit fell by at least `PROX_GAIN`
+of the model's prediction (a trust region's gain ratio, Nocedal and Wright,
+sec. 4.1) or the step was at most `PROX_SMALL`; after a step of at most
+`PROX_SHORT` that is not small by `PROX_UP` (at least `PROX_FLOOR` times its
+start); below `PROX_OFF` times its start it is 0. The step and stationarity
+tests apply to the plain QP only (a small proximal step ends the term first),
+so the SQP ends at a KKT point as before. The cart-pole's 22 far starts (the
+C, host): exact Hessian, double, 3708 -> 1274 interior-point iterations, all
+22 converged either way, the longest 133 -> 82 SQP iterations; Gauss-Newton,
+float, 3831 -> 1519, the same 19 converged. A near start (from IPOPT's
+optimum) keeps plain QPs.
 
 The exported C runs the same iteration (``NAME_mpc_solve``); `SQPResult`
 is what both report.
