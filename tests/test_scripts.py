@@ -21,7 +21,7 @@ from shooting.controller.c_source import controller_spec
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 #: Imported by the benchmarks; run alone, each prints what it offers.
-HELPERS = {"bench_mpc_peers.py", "benchkit.py"}
+HELPERS = {"bench_mpc_peers.py", "benchkit.py", "board_cold.py"}
 BENCHMARKS = sorted(p.name for p in SCRIPTS.glob("bench_*.py") if p.name not in HELPERS)
 ALL_MODELS = ["--quick", "--models", "all"]
 

@@ -549,15 +549,14 @@ def _inexact_text() -> str:
 def _sqp_values(real: Real) -> dict[str, str | int]:
     """The SQP's constants as the controller's template takes them (C literals)."""
     sqp_tol = SQP_TOLERANCES[real]
-    # Inexact QPs in the SQP's first iterations (sqp.py), float too: the last QPs are exact, and the float check's
-    # first prediction is allowed the float interior point's own stopping move (check.termination_move). The
-    # cart-pole's 22 far cold starts on the emulated board: 177.5M -> 130.8M instructions (median 6.36M -> 4.02M),
-    # the same ones converged.
+    # Inexact QPs in the SQP's first iterations (sqp.py), float too (but its first QP: LOOSE_FIRST in the
+    # template): the last QPs are exact, and the float check's first prediction is allowed the float interior
+    # point's own stopping move (check.termination_move).
     loose = qp_tolerances(True, OCP_QP_TOLERANCES[real])
     return dict(sqp_tol_step=literal(sqp_tol["step"], real), sqp_tol_defect=literal(sqp_tol["defect"], real),
                 sqp_tol_stat=literal(sqp_tol["stationarity"], real),
                 armijo=literal(ARMIJO, real), min_step=literal(MIN_STEP, real), nonmonotone=NONMONOTONE, stall=STALL,
-                floor_stall=int(real == "float"),
+                floor_stall=int(real == "float"), loose_first=int(real == "double"),
                 watchdog_decrease=literal(WATCHDOG_DECREASE[real], real),
                 prox_start=literal(PROX_START, real), prox_down=literal(PROX_DOWN, real),
                 prox_up=literal(PROX_UP, real), prox_short=literal(PROX_SHORT, real),
