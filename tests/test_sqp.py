@@ -340,8 +340,15 @@ def test_float_cold_solve_with_a_nonlinear_obstacle_converges(tmp_path) -> None:
     res = ctl.solve(x0, max_iter=200)
     assert res.status == 0, res.message
     span = model.u_max - model.u_min
-    # (an input at its bound stays mu / lam inside it in float: up to 1e-3 of its range here)
-    assert (np.abs(res.u - truth.u) / span).max() <= 2e-3
+    # An input at its bound stays mu / lam inside it in float: how far, the float interior point's stopping move
+    # on this problem, measured (check.termination_move: 3.9e-3 of a thrust's range; the solve's path decides
+    # where within it the SQP ends, measured 7e-4 to 4.6e-3), and what the check allows the first prediction.
+    from shooting.controller import check
+    from shooting.controller.c_source import controller_spec
+
+    tol = check.input_tolerance(ocp, controller_spec(ocp, x0=x0), x0, "float", 5)
+    assert 1e-4 < tol.termination < 1e-2
+    assert (np.abs(res.u - truth.u) / span).max() <= check.TERMINATION_SAFETY * tol.termination
 
 
 def _bound_beyond_reference() -> shooting.MultipleShootingOCP:
