@@ -22,6 +22,12 @@ game of whack-a-mole, so the class is fixed here once:
   the recording handler for the block if nobody did, and raises the recorded
   interrupt when the block ends, whatever the extension did with it.
 * `check` raises a pending interrupt at a safe point (each closed-loop sample).
+
+A process that starts with SIGINT ignored (a shell script's ``cmd &``, or
+``nohup``: what protects a background job from the terminal's Ctrl-C) keeps
+it ignored, as Python itself does: `defer`, `install` and `guard` leave the
+disposition alone. (Overriding it made such a run stop at a Ctrl-C meant for
+its script, and lose one that came before `defer`.)
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ class _State:
         self.stop = threading.Event()  # ends the watchdog
         self.deferred = False  # `defer` ran: SIGINT is recorded only, until `install`
         self.watchdog: threading.Thread | None = None
+        self.ignored = False  # SIGINT was ignored when `defer` or `install` came: it stays ignored
 
 
 _state = _State()
@@ -94,6 +101,9 @@ def install() -> bool:
     global _state
     if _state.installed or threading.current_thread() is not threading.main_thread():
         return False
+    if _state.ignored or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        _state.ignored = True  # (a background job's: see the module docstring)
+        return False
     early = _state.requested if _state.deferred else False
     _state = _State()
     _state.requested = early  # a Ctrl-C during the deferred imports: the run stops at its first check
@@ -130,6 +140,9 @@ def _record_only(signum: int, frame: FrameType | None) -> None:
 def defer() -> None:
     """Record SIGINT without raising until `install` (the CLI's own imports, before its main runs)."""
     if threading.current_thread() is threading.main_thread():
+        if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+            _state.ignored = True  # (a background job's: see the module docstring)
+            return
         signal.signal(signal.SIGINT, _record_only)
         _state.deferred = True
 
@@ -177,7 +190,8 @@ def guard() -> Iterator[None]:
     Without `install` (library use), the recording handler is installed for
     the block only (main thread; elsewhere signals never arrive anyway).
     """
-    own = not _state.installed and threading.current_thread() is threading.main_thread()
+    own = (not _state.installed and threading.current_thread() is threading.main_thread()
+           and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN)
     previous = signal.signal(signal.SIGINT, _handler) if own else None
     try:
         yield

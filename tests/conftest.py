@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import casadi as ca
 import numpy as np
 import pytest
@@ -41,6 +43,23 @@ def _private_nlp_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     import os
 
     os.environ.setdefault("SHOOTING_CACHE_DIR", str(tmp_path_factory.mktemp("nlp_cache")))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _sigint_as_a_terminal_gives_it() -> Iterator[None]:
+    """Children start with SIGINT's default action, as from a terminal. A suite run as a background job of a
+    script (``pytest ... &``) inherits SIGINT ignored, and so would every CLI the Ctrl-C tests start: the CLI
+    keeps an ignored SIGINT ignored (`shooting._interrupt`), so those tests would send their Ctrl-C to nothing."""
+    import signal
+    import threading
+
+    ignored = threading.current_thread() is threading.main_thread() and \
+        signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    if ignored:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    if ignored:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 # The everyday tier is ``pytest -m "not slow"``: these modules build and run C (on the host and the emulated
