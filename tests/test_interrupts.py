@@ -81,7 +81,7 @@ def _interrupt_at(args: list[str], base: Path, delay: float) -> dict[str, object
     marker = uuid.uuid4().hex
     proc = _launch(args, cwd, marker)
     time.sleep(delay)
-    finished_before = proc.poll() is not None
+    finished_before = proc.poll() is not None or _exiting(proc.pid)
     if not finished_before:
         proc.send_signal(signal.SIGINT)
     try:
@@ -103,6 +103,17 @@ def _interrupt_at(args: list[str], base: Path, delay: float) -> dict[str, object
     return {"delay": delay, "rc": proc.returncode, "err": err, "finished_before": finished_before,
             "orphans": orphans, "out": listing,
             "listed": listed, "litter": sorted(p.name for p in cwd.iterdir() if p.name != "out")}
+
+
+def _exiting(pid: int) -> bool:
+    """Whether the process is already ending (the kernel's PF_EXITING, from its exit call on): it has decided its
+    status, and a SIGINT now comes after the run. A sweep's process (Dask's threads, its memory) takes
+    milliseconds to end, while `poll` still sees it running: a SIGINT sent then was once counted as lost."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return False  # (gone: poll will say so)
+    return bool(int(fields[6]) & 0x4)  # (field 9 of proc(5), flags; 0x4 = PF_EXITING)
 
 
 def _record(out: Path) -> str | None:
