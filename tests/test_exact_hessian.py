@@ -172,10 +172,19 @@ def test_c_exact_hessian_equals_the_python_rti(case: str, tmp_path: Path) -> Non
     c = shooting.simulate_closed_loop(load_controller(tmp_path / "c"), x0, 30, progress=False)
     py = shooting.simulate_closed_loop(shooting.RTIController(ocp, hessian="exact"), x0, 30, progress=False)
     gn = shooting.simulate_closed_loop(shooting.RTIController(ocp), x0, 30, progress=False)
-    # (rounding, amplified by the exact QP's conditioning: its active inputs' stiffened diagonal and the shift
-    # by Phi (shooting.mpc.reduced_convexity); replaying the Python loop's states into the C gives the same
-    # per-sample differences, 1e-14 to 4e-8 N of 160 on the constrained pole tip: not the loop's amplification)
-    assert (np.abs(c.u - py.u) / span).max() <= 1e-9
+    # C and Python differ by rounding, which the loop itself amplifies: on the constrained pole tip the keep-out
+    # row's active set makes the feedback law steep, and 1e-13 at sample 21 became 5e-10 at 22 and 7e-7 at 29 (with
+    # the exact Hessian's fallback to Gauss-Newton's QP at sample 14; 3e-10 without it). The bound is therefore
+    # sample by sample the Python loop's own spread under rounding so far (three perturbations of x0 by a few
+    # ulps; its largest up to that sample), ten times, and at least 1e-9 of an input's range: the early samples
+    # are held to 1e-9, the constrained pole tip's last ones to about 1e-5 (its spread reached 1e-6).
+    rng = np.random.default_rng(0)
+    spread = np.zeros(len(py.u))
+    for _ in range(3):
+        x0p = x0 * (1 + 4e-16 * rng.choice([-1.0, 1.0], size=x0.shape)) + 1e-16 * rng.choice([-1.0, 1.0], size=x0.shape)
+        pert = shooting.simulate_closed_loop(shooting.RTIController(ocp, hessian="exact"), x0p, 30, progress=False)
+        spread = np.maximum(spread, np.maximum.accumulate((np.abs(pert.u - py.u) / span).max(axis=1)))
+    assert ((np.abs(c.u - py.u) / span).max(axis=1) <= np.maximum(1e-9, 10 * spread)).all(), spread
     assert (np.abs(gn.u - py.u) / span).max() >= 1e-6
 
 

@@ -181,6 +181,27 @@ def test_infeasible_not_convex_and_non_finite_are_reported(hosts) -> None:
         assert result.status in (2, 4, 5), result.message
 
 
+def test_a_state_nothing_weighs_may_come_out_a_rounding_below_zero(hosts) -> None:
+    # (do-mpc's double pendulum: its cart position, weighed by nothing, had the diagonal -8e-22 in a stage's
+    # Riccati block after the exact Hessian's telescoping shift, and the QP was refused as "not convex".) A
+    # diagonal negative by rounding (1e-20 of the largest) is a zero: solved, at the point of the same QP with it 0
+    # (Clarabel); one negative by 1e-3 of the largest is not convex, in C and in numpy alike.
+    rng = np.random.default_rng(5)
+    qp = random_qp(rng, N=8, nx=3, nu=1)
+    assert 1 not in qp.idxbx  # (state 1: no bound either, whose barrier terms would weigh it)
+    qp.Q_N[1, :] = qp.Q_N[:, 1] = qp.Q[..., 1, :] = qp.Q[..., :, 1] = qp.S[..., :, 1] = 0.0
+    zero = copy.deepcopy(qp)
+    ref = solve_reference(zero)
+    assert ref.status == "Solved"
+    for scale, status in ((1e-20, 0), (1e-3, 3)):
+        tiny = copy.deepcopy(qp)
+        tiny.Q_N[1, 1] = -scale * float(np.abs(np.diag(qp.Q_N)).max())
+        for result in (solve_stage_qp(tiny), hosts(tiny.sizes, "double").solve(tiny)):
+            assert result.status == status, (scale, result.message)
+            if status == 0:
+                np.testing.assert_allclose(result.u, ref.u, atol=1e-7)
+
+
 def test_soft_bounds_are_exact_penalties(hosts) -> None:
     """With l1 above the bound's multiplier the soft bound holds exactly; with a small l1 it gives way with the
     slack the closed form of a one-state problem predicts."""

@@ -221,8 +221,10 @@ class StageQPBuilder:
             if self.convexification == "stage":
                 M, M_N = self._add_stage_curvature(qp, M, M_N, xb, ub, p, t0, multipliers), None
             else:
-                self._add_curvature(qp, M_N, xb, ub, p, t0, multipliers)  # (every block made convex there)
-                M = M_N = None
+                # (every block made convex there; or, where a T_uu is not definite, the stages Gauss-Newton's:
+                # convexify_stages below, the terminal block the exact one)
+                exact_stages = self._add_curvature(qp, M_N, xb, ub, p, t0, multipliers)
+                M, M_N = None if exact_stages else M, None
         if M is not None or M_N is not None:
             # where the extra cost (or the constraints' curvature) leaves a stage's Hessian block not positive
             # definite: shifted (in place)
@@ -262,16 +264,19 @@ class StageQPBuilder:
         qp.q[N, :nx] -= W_N @ xb[N]
 
     def _add_curvature(self, qp: StageQP, M_N: FloatArray | None, xb: FloatArray,
-                       ub: FloatArray, p: FloatArray, t0: float, multipliers: StageQPResult) -> None:
+                       ub: FloatArray, p: FloatArray, t0: float, multipliers: StageQPResult) -> bool:
         """Add the constraints' curvature W_k, W_N at `multipliers` to the QP in place where the QP stays convex
         (the terminal block first, final: `_terminal_curvature`; then the stages: `convexify_by_riccati`), its
-        gradients corrected so that the model's gradient at the guess stays the cost's (q -= W zb)."""
+        gradients corrected so that the model's gradient at the guess stays the cost's (q -= W zb). False: a
+        stage's T_uu was not positive definite, the stages are left as they were (Gauss-Newton's, once
+        `convexify_stages` has made the cost's blocks convex)."""
         N, nu = self.ocp.horizon, qp.sizes.nu
         W, nuN = self._curvature_blocks(qp, xb, ub, p, t0, multipliers)
         self._terminal_curvature(qp, M_N, xb, p, nuN)
         lam, t = np.asarray(multipliers.lam, dtype=float), np.asarray(multipliers.t, dtype=float)
         sides = (lam[:2 * N * nu] > t[:2 * N * nu]).reshape(N, nu, 2)
         self._phi = convexify_by_riccati(qp, W, np.asarray(sides.any(axis=2)), xb, ub)
+        return self._phi is not None
 
     def _add_stage_curvature(self, qp: StageQP, M: FloatArray | None, M_N: FloatArray | None, xb: FloatArray,
                              ub: FloatArray, p: FloatArray, t0: float, multipliers: StageQPResult) -> FloatArray:

@@ -252,7 +252,7 @@ def chol(M: FloatArray, strict: int, exact: bool = False) -> FloatArray:
             if not d > TOL_PD * djj and exact:
                 raise np.linalg.LinAlgError("a pivot needs regularising")
             d = d if d > TOL_PD * djj else TOL_PD * djj
-        elif not djj >= 0:
+        elif not djj >= 0 and not djj >= -TOL_PD * _diagonal_bound(L, j):
             raise np.linalg.LinAlgError("not positive semi-definite")
         elif not (d > TOL_PD * djj and d > 0):
             L[j:, j] = 0.0
@@ -260,6 +260,13 @@ def chol(M: FloatArray, strict: int, exact: bool = False) -> FloatArray:
         L[j, j] = np.sqrt(d)
         L[j + 1:, j] = (L[j + 1:, j] - L[j + 1:, :j] @ L[j, :j]) / L[j, j]
     return np.asarray(L, dtype=float)
+
+
+def _diagonal_bound(L: FloatArray, j: int) -> float:
+    """As the C: a lower bound of the largest diagonal of the matrix `chol` factors, at column j (the squares of
+    the pivots before it, each at most its diagonal, and the diagonal entries not yet factored)."""
+    diag = np.diag(L)
+    return float(max(np.max(diag[:j] ** 2, initial=0.0), np.max(diag[j:], initial=0.0)))
 
 
 class Factors:
