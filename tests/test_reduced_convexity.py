@@ -119,3 +119,46 @@ def test_the_shift_is_its_telescoped_value_off_the_dynamics(shifted_qps) -> None
         # on the dynamics the terms telescope to -1/2 x0' Phi_0 x0
         on = stage_qp_objective(qp, res.x, res.u) - stage_qp_objective(plain, res.x, res.u)
         assert on == pytest.approx(-0.5 * qp.x0 @ phi[0] @ qp.x0 - constant, rel=1e-9)
+
+
+def test_a_shift_beyond_the_limit_gives_gauss_newtons_stages() -> None:
+    # do-mpc's double pendulum from hanging (tests/dip_swing.py): the pass mirrors every T_uu along the energy
+    # cost's negative curvature and its shift exceeds SHIFT_LIMIT times the blocks at once. Such an iteration's QP
+    # has Gauss-Newton's stages (the same point's QP without multipliers), the exact terminal block, no shift;
+    # with no limit the same point's QP is the shifted one, of another solution (the rule is what decides).
+    from dip_swing import X0, make_ocp
+    from shooting.mpc import reduced_convexity
+
+    ocp = make_ocp()
+    calls: list[tuple[tuple, StageQP, object]] = []
+    original = rti_stage.StageQPBuilder.build
+
+    def capture(self, *args):  # type: ignore[no-untyped-def]
+        qp = original(self, *args)
+        if args[-1] is not None:
+            calls.append((args, copy.deepcopy(qp), self._phi))
+        return qp
+
+    rti_stage.StageQPBuilder.build = capture  # type: ignore[method-assign]
+    try:
+        controller = shooting.RTIController(ocp, hessian="exact", initialize_with_ipopt=False)
+        controller.solve(X0, max_iter=4)
+    finally:
+        rti_stage.StageQPBuilder.build = original  # type: ignore[method-assign]
+    assert calls, "no exact iteration in the first four"
+    args, qp, phi = calls[0]
+    assert phi is None
+    builder = controller._stages
+    assert builder is not None
+    gauss_newton = copy.deepcopy(builder.build(*args[:-1], None))  # (the builder's own buffers: copied)
+    for name in ("Q", "S", "R", "r"):
+        np.testing.assert_array_equal(getattr(qp, name), getattr(gauss_newton, name), err_msg=name)
+    np.testing.assert_array_equal(qp.q[:-1], gauss_newton.q[:-1])
+    limit = reduced_convexity.SHIFT_LIMIT
+    reduced_convexity.SHIFT_LIMIT = np.inf
+    try:
+        shifted = copy.deepcopy(builder.build(*args))
+    finally:
+        reduced_convexity.SHIFT_LIMIT = limit
+    assert builder._phi is not None and np.abs(builder._phi).max() > limit * 1e3
+    assert not np.allclose(shifted.R, gauss_newton.R)

@@ -221,7 +221,7 @@ class StageQPBuilder:
             if self.convexification == "stage":
                 M, M_N = self._add_stage_curvature(qp, M, M_N, xb, ub, p, t0, multipliers), None
             else:
-                # (every block made convex there; or, where a T_uu is not definite, the stages Gauss-Newton's:
+                # (every block made convex there; or, where its shift is too large, the stages Gauss-Newton's:
                 # convexify_stages below, the terminal block the exact one)
                 exact_stages = self._add_curvature(qp, M_N, xb, ub, p, t0, multipliers)
                 M, M_N = None if exact_stages else M, None
@@ -267,8 +267,8 @@ class StageQPBuilder:
                        ub: FloatArray, p: FloatArray, t0: float, multipliers: StageQPResult) -> bool:
         """Add the constraints' curvature W_k, W_N at `multipliers` to the QP in place where the QP stays convex
         (the terminal block first, final: `_terminal_curvature`; then the stages: `convexify_by_riccati`), its
-        gradients corrected so that the model's gradient at the guess stays the cost's (q -= W zb). False: a
-        stage's T_uu was not positive definite, the stages are left as they were (Gauss-Newton's, once
+        gradients corrected so that the model's gradient at the guess stays the cost's (q -= W zb). False: the
+        pass's shift exceeded `SHIFT_LIMIT`, the stages are left as they were (Gauss-Newton's, once
         `convexify_stages` has made the cost's blocks convex)."""
         N, nu = self.ocp.horizon, qp.sizes.nu
         W, nuN = self._curvature_blocks(qp, xb, ub, p, t0, multipliers)
