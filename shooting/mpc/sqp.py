@@ -65,8 +65,8 @@ sec. 4.1) or the step was at most `PROX_SMALL`; after a step of at most
 start); below `PROX_OFF` times its start it is 0. The step and stationarity
 tests apply to the plain QP only (a small proximal step ends the term first),
 so the SQP ends at a KKT point as before. The cart-pole's 22 far starts (the
-C, host): exact Hessian, double, 3708 -> 1274 interior-point iterations, all
-22 converged either way, the longest 133 -> 82 SQP iterations; Gauss-Newton,
+C, host): exact Hessian, double, 3708 -> 1321 interior-point iterations, all
+22 converged either way, the longest 133 -> 110 SQP iterations; Gauss-Newton,
 float, 3831 -> 1519, the same 19 converged. A near start (from IPOPT's
 optimum) keeps plain QPs.
 
