@@ -555,7 +555,7 @@ def _sqp_values(real: Real) -> dict[str, str | int]:
     # point's own stopping move (check.termination_move).
     loose = qp_tolerances(True, OCP_QP_TOLERANCES[real])
     return dict(sqp_tol_step=literal(sqp_tol["step"], real), sqp_tol_defect=literal(sqp_tol["defect"], real),
-                sqp_tol_stat=literal(sqp_tol["stationarity"], real),
+                sqp_tol_stat=literal(sqp_tol["stationarity"], real), sqp_tol_floor=literal(sqp_tol["floor"], real),
                 armijo=literal(ARMIJO, real), min_step=literal(MIN_STEP, real), nonmonotone=NONMONOTONE, stall=STALL,
                 floor_stall=int(real == "float"), loose_first=int(real == "double"),
                 watchdog_decrease=literal(WATCHDOG_DECREASE[real], real),

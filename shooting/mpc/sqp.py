@@ -29,6 +29,9 @@ off, as in float): the KKT conditions themselves, which
 a step along a direction of almost no curvature (a force in newtons weighted
 1e-8) can satisfy while the step itself stays above its tolerance by rounding
 (a single-track vehicle: the right answer, its step stuck at 1.5e-8).
+A line search that fails on a feasible iterate whose plain QP step is
+within the "floor" of `SQP_TOLERANCES` (1e-6 in double) also ends converged:
+a descent step that small changes the merit by less than its rounding.
 A converged point is a KKT point of the OCP's NLP whatever the QP's Hessian
 (Gauss-Newton here), so it equals IPOPT's solution to the tolerances.
 
@@ -95,12 +98,17 @@ FloatArray = npt.NDArray[np.float64]
 #: Statuses of an SQP run (the C's NAME_MPC_SQP_* codes).
 SQP_STATUS = {0: "converged", 1: "iteration limit", 2: "QP failed", 3: "line search failed"}
 
-#: Step and defect tolerances, relative to 1 + the trajectory's largest entry.
+#: Step and defect tolerances, relative to 1 + the trajectory's largest entry. "floor": a plain QP's step (relative)
+#: up to which a line search that fails on a feasible iterate (defects within tolerance) ends converged, not failed:
+#: near a stationary point a descent step s changes the merit by O(s^2), below its rounding (1e-14 relative) for s
+#: under about 1e-7, so the merit cannot verify it. Gauss-Newton's steps shrink linearly and reached it next to
+#: IPOPT's optimum: do-mpc's double pendulum (step 1.1e-7, inputs 2e-8 of their range from IPOPT's) and table 9's
+#: cart-pole start 0 (1.4e-7, 3e-17 defects) ended in "line search failed". Float's is 0 (off: FLOOR_STALL).
 #: The stationarity test is double's only (0: off): a float QP holds an active bound mu / lam inside it, an error
 #: H dw does not see (the planar quadrotor past its obstacle: stationarity 5e-7 where the inputs were still 5e-3
 #: of their range from IPOPT's, against 7e-4 when the step test ends it).
-SQP_TOLERANCES = {"double": {"step": 1e-8, "defect": 1e-9, "stationarity": 1e-10},
-                  "float": {"step": 2e-5, "defect": 2e-5, "stationarity": 0.0}}
+SQP_TOLERANCES = {"double": {"step": 1e-8, "defect": 1e-9, "stationarity": 1e-10, "floor": 1e-6},
+                  "float": {"step": 2e-5, "defect": 2e-5, "stationarity": 0.0, "floor": 0.0}}
 
 #: Armijo's sufficient-decrease fraction, the backtracking factor, the smallest step, and the merit's rounding
 #: (relative) the test forgives.
@@ -326,6 +334,9 @@ def sqp(x: FloatArray, u: FloatArray, qp_step: Callable[..., SQPStep],
                 if loose:  # an inexact QP's step that does not descend: again, exactly from now on
                     exact = retry = True
                     break
+                if rho == 0.0 and step_size <= tol["floor"] and defect <= tol["defect"]:
+                    # (the merit's resolution: see SQP_TOLERANCES; w stays, converged)
+                    return SQPResult(x, u, it, 0, step_size, defect, merit_weight=nu_pen, stationarity=stationarity)
                 return SQPResult(x, u, it, 3, step_size, defect, f"{SQP_STATUS[3]} (merit {phi:.6g})", nu_pen,
                                  stationarity)
             alpha *= BACKTRACK
