@@ -44,8 +44,7 @@ the cancellation), the iteration's QP is Gauss-Newton's instead
 convex QP whose step descends; near a strict local minimum the exact Hessian
 comes back, with Newton's local convergence. The pendulum then converges to
 IPOPT's optimum (first input 6e-10 of its range off) in 342 iterations, the
-last ones exact; Gauss-Newton alone creeps there linearly and its line search
-fails 2e-8 of the range away after 446. The cart-pole's far starts mirror
+last ones exact; Gauss-Newton alone creeps there linearly, in 446. The cart-pole's far starts mirror
 with shifts up to 2e6 times the blocks and keep the mirrored QP below the
 limit (falling back at every mirror instead left one of 22 far starts at the
 iteration limit, 137 iterations with the mirror).
