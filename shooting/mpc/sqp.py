@@ -236,6 +236,21 @@ def _first_qp(qp_step: Callable[..., SQPStep], x: FloatArray, u: FloatArray, loo
     return qp, False  # (a near start: plain QPs throughout)
 
 
+def _watchdog(best: tuple[float, float] | None, stall: int, history: deque[tuple[float, float]], J: float, V: float,
+              nu_pen: float) -> tuple[tuple[float, float], int, deque[tuple[float, float]]]:
+    """`sqp`'s watchdog: the best (J, V) so far, the iterations since, and the line search's history with (J, V)
+    appended (of length 1, monotone, once `STALL` iterations brought no decrease by WATCHDOG_DECREASE)."""
+    phi = J + nu_pen * V
+    if best is None or phi < best[0] + nu_pen * best[1] - WATCHDOG_DECREASE["double"] * (1.0 + abs(phi)):
+        best, stall = (J, V), 0
+    else:
+        stall += 1
+        if stall >= STALL and history.maxlen != 1:
+            history = deque(maxlen=1)
+    history.append((J, V))
+    return best, stall, history
+
+
 def sqp(x: FloatArray, u: FloatArray, qp_step: Callable[..., SQPStep],
         objective: Callable[[FloatArray, FloatArray], float],
         defects: Callable[[FloatArray, FloatArray], FloatArray], *, max_iter: int = 50,
@@ -312,13 +327,7 @@ def sqp(x: FloatArray, u: FloatArray, qp_step: Callable[..., SQPStep],
         # (relative) for STALL iterations, the line search turns monotone for good. The nonmonotone reference can
         # otherwise keep accepting a cycle of full steps near the optimum (the cart-pole from table 9's start 0:
         # 300 iterations with its cost within 0.6 % of IPOPT's and defects of 1e-3 to 4e-2).
-        if best is None or phi < best[0] + nu_pen * best[1] - WATCHDOG_DECREASE["double"] * (1.0 + abs(phi)):
-            best, stall = (J, V), 0
-        else:
-            stall += 1
-            if stall >= STALL and history.maxlen != 1:
-                history = deque(maxlen=1)
-        history.append((J, V))
+        best, stall, history = _watchdog(best, stall, history, J, V, nu_pen)
         reference = max(Jh + nu_pen * Vh for Jh, Vh in history)
         pred = max(qp.model_decrease + nu_pen * V, 0.0)
         alpha, retry = 1.0, False
