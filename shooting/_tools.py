@@ -27,6 +27,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -45,6 +46,7 @@ __all__ = [
     "find_tool",
     "first_error_line",
     "have_host_compiler",
+    "kill_group",
     "real_ctype",
     "real_dtype",
     "run_tool",
@@ -151,10 +153,7 @@ def run_tool(cmd: list[str], tool: str, timeout: float, cwd: Path | None = None,
     try:
         out, err = proc.communicate(timeout=timeout)
     except BaseException as exc:  # a timeout, or Ctrl-C: no child may outlive us
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        _await_group_exit(proc.pid)
+        kill_group(proc)
         if isinstance(exc, subprocess.TimeoutExpired):
             raise ToolchainError(f"{tool} timed out{doing} after {timeout:g} s (killed with its child "
                                  f"processes)") from None
@@ -166,13 +165,27 @@ def run_tool(cmd: list[str], tool: str, timeout: float, cwd: Path | None = None,
 GROUP_EXIT_WAIT = 5.0
 
 
-def _await_group_exit(pgid: int) -> None:
-    """Wait (at most `GROUP_EXIT_WAIT` s) until no process of the killed group `pgid` is left: SIGKILL is
-    delivered when each one next runs, and an orphaned ``cc1`` is reaped by init after it dies."""
+def kill_group(proc: subprocess.Popen[Any]) -> None:
+    """Kill `proc`, started with ``start_new_session=True``, with its whole process group, and wait until
+    they are gone.
+
+    SIGKILL reaches each member when it next runs; the leader is reaped here
+    (its pipes drained), an orphaned ``cc1`` or ``as`` by init after it dies,
+    so the group is polled until empty (at most `GROUP_EXIT_WAIT` s: a loaded
+    machine schedules the dying late).
+
+    Parameters
+    ----------
+    proc : subprocess.Popen
+        The group's leader (its pid is the group id).
+    """
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate()
     deadline = time.monotonic() + GROUP_EXIT_WAIT
     while time.monotonic() < deadline:
         try:
-            os.killpg(pgid, 0)
+            os.killpg(proc.pid, 0)
         except (ProcessLookupError, PermissionError):
             return
         time.sleep(0.01)

@@ -15,7 +15,6 @@ import functools
 import math
 import os
 import shutil
-import signal
 import subprocess
 import time
 from collections.abc import Mapping
@@ -23,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import casadi as ca
+
+from shooting._tools import kill_group
 
 __all__ = ["MAX_INSTRUCTIONS", "NLP_CFLAGS", "CompileError", "compile_library", "compiler_identity", "instructions"]
 
@@ -114,9 +115,7 @@ class _Job:
 
     def kill(self) -> None:
         if self.proc is not None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
+            kill_group(self.proc)  # gcc with its cc1 and as, all gone before the folder is removed
 
     def error(self) -> str:
         assert self.log is not None and self.proc is not None
