@@ -50,8 +50,10 @@ def _captured_stderr(output: SolverOutput) -> Iterator[None]:
             os.dup2(sink.fileno(), 2)
             yield
         finally:
-            with _interrupt.shielded():  # an interrupt here would leave stderr in the temporary file
-                os.dup2(saved, 2)
+            # fd 2 back first, before any Python-level call (a signal handler runs at a call's entry: one
+            # landing in `shielded`'s own entry once left stderr in the file, and the CLI's "interrupted" too)
+            os.dup2(saved, 2)
+            with _interrupt.shielded():
                 os.close(saved)
                 sink.seek(0)
                 output.text = sink.read().decode("utf-8", "replace")

@@ -346,13 +346,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     stderr: see `shooting._interrupt`.
     """
     owner = False
+    stderr = _duplicate_stderr()
     try:
         owner = _interrupt.install()
         _interrupt.check()  # a Ctrl-C during the imports
         code = _run(argv)
         _interrupt.check()  # one that came at the very end (the files are installed): still 130
     except KeyboardInterrupt:
-        code = _interrupted()
+        code = _interrupted(stderr)
     except BrokenPipeError:
         # The reader of stdout went away (`shooting-codegen list | head`):
         # not an error of ours; silence the interpreter's flush at exit too.
@@ -364,19 +365,40 @@ def main(argv: Sequence[str] | None = None) -> int:
         # SystemError from a DM -> numpy conversion, a RuntimeError) is still
         # an interruption, not a crash.
         if _interrupt.requested() or _caused_by_interrupt(err):
-            code = _interrupted()
+            code = _interrupted(stderr)
         else:
             raise
     finally:
         if owner and not _PROGRAM:
             _interrupt.uninstall()
+        if stderr is not None and not _PROGRAM:
+            os.close(stderr)
     if _PROGRAM:
         _leave(code)
     return code
 
 
-def _interrupted() -> int:
+def _duplicate_stderr() -> int | None:
+    """A copy of file descriptor 2 as the run starts (None without one), for `_interrupted`."""
+    try:
+        return os.dup(2)
+    except OSError:
+        return None
+
+
+def _interrupted(stderr: int | None) -> int:
+    """Acknowledge the interrupt and say so: one line on the run's stderr (`stderr`, its fd 2 as it started).
+
+    fd 2 is put back first: an interrupt can reach the top while a library
+    block has it redirected (`shooting._solver_call` sends CasADi's output to
+    a file), and the line went there once (exit 130, no word).
+    """
     _interrupt.acknowledge()
+    if stderr is not None:
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.flush()
+        with contextlib.suppress(OSError):
+            os.dup2(stderr, 2)
     print("shooting-codegen: interrupted", file=sys.stderr)
     if _PROGRAM:
         # An extension stopped in the middle of its work (IPOPT, a CasADi

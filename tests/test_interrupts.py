@@ -208,6 +208,25 @@ def test_an_interrupt_right_after_stderr_is_redirected_still_restores_it(monkeyp
     assert (after.st_dev, after.st_ino) == (before.st_dev, before.st_ino)
 
 
+def test_the_interrupted_line_reaches_the_runs_stderr_wherever_fd_2_points(tmp_path) -> None:
+    """An interrupt can reach the CLI's top level while a library block has fd 2 redirected (a SIGINT landing
+    as `solver_call`'s restore began: exit 130 and no word, once in a full suite). The CLI puts back the fd 2
+    it started with before its one line. Here the run redirects fd 2 to a file and is interrupted there."""
+    script = (
+        "import os, sys, tempfile\n"
+        "sys.argv[0] = 'shooting-codegen'\n"
+        "import shooting.cli as cli\n"
+        "def interrupted_inside_a_redirection(argv):\n"
+        "    sink = tempfile.TemporaryFile()\n"
+        "    os.dup2(sink.fileno(), 2)\n"
+        "    raise KeyboardInterrupt\n"
+        "cli._run = interrupted_inside_a_redirection\n"
+        "cli.main([])\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path)
+    assert (done.returncode, done.stderr) == (130, "shooting-codegen: interrupted\n")
+
+
 def test_a_signal_inside_the_import_machinery_is_only_recorded(monkeypatch) -> None:
     """A SIGINT landing in importlib's own code (a module lock's weakref callback `cb` was seen in CI) must
     not raise there: Python would print "Exception ignored in ..." and drop it. The handler records it (the
