@@ -16,7 +16,7 @@ import pytest
 import shooting
 from shooting.mpc import rti_stage
 from shooting.mpc.reduced_convexity import telescoped, unshifted
-from shooting.qp import StageQP, StageQPResult, stage_qp_objective, with_input_prox
+from shooting.qp import StageQP, StageQPResult, stage_qp_objective, with_input_prox, with_prox
 
 
 def _dense(qp: StageQP, res: StageQPResult) -> tuple[np.ndarray, np.ndarray]:
@@ -75,12 +75,14 @@ def shifted_qps() -> list[tuple[StageQP, StageQPResult, np.ndarray]]:
     original = rti_stage.StageQPBuilder.sqp_step
 
     def capture(self, x, u, x_ref, u_ref, p, t0, u_prev, last=None, loose=False, prox=0.0,  # type: ignore[no-untyped-def]
-                prox_scale=None):
-        step = original(self, x, u, x_ref, u_ref, p, t0, u_prev, last, loose, prox, prox_scale)
+                prox_scale=None, prox_states=False):
+        step = original(self, x, u, x_ref, u_ref, p, t0, u_prev, last, loose, prox, prox_scale, prox_states)
         if self._phi is not None and np.abs(self._phi).max() > 0:
             qp = self.with_state(self.build(x, u, x_ref, u_ref, p, t0, u_prev, None if loose else last), x[0],
                                  u_prev)
-            qp = with_input_prox(qp, prox * step.hessian_scale, u)  # (the QP solved: a cold solve's proximal term)
+            # (the QP solved: a cold solve's proximal term)
+            weight = prox * step.hessian_scale
+            qp = with_prox(qp, weight, x, u) if prox_states else with_input_prox(qp, weight, u)
             captured.append((copy.deepcopy(qp), step.qp, self._phi.copy()))
         return step
 

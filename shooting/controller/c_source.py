@@ -53,6 +53,7 @@ from shooting.mpc.sqp import (
     PROX_SHORT,
     PROX_SMALL,
     PROX_START,
+    PROX_STATES,
     PROX_UP,
     QP_LOOSE,
     QP_LOOSE_STEP,
@@ -563,7 +564,7 @@ def _sqp_values(real: Real) -> dict[str, str | int]:
                 prox_up=literal(PROX_UP, real), prox_short=literal(PROX_SHORT, real),
                 prox_floor=literal(PROX_FLOOR, real), prox_off=literal(PROX_OFF, real),
                 prox_gain=literal(PROX_GAIN, real), prox_small=literal(PROX_SMALL, real),
-                prox_fast=literal(PROX_FAST, real),
+                prox_fast=literal(PROX_FAST, real), prox_states=int(PROX_STATES),
                 rounding=literal(SQP_ROUNDING[real], real), qp_loose_stat=literal(loose["tol_stat"], real),
                 qp_loose_eq=literal(loose["tol_eq"], real), qp_loose_mu=literal(loose["tol_mu"], real),
                 qp_loose_step=literal(QP_LOOSE_STEP, real))

@@ -547,8 +547,8 @@ class RTIController:
         last: list[StageQPResult | None] = [None]  # the last iteration's QP (its active set: tried first)
 
         def qp_step(xs: npt.NDArray[np.float64], us: npt.NDArray[np.float64], loose: bool, rho: float = 0.0,
-                    scale: float | None = None) -> SQPStep:
-            step = builder.sqp_step(xs, us, xr, ur, pp, t0, u_prev, last[0], loose, rho, scale)
+                    scale: float | None = None, states: bool = False) -> SQPStep:
+            step = builder.sqp_step(xs, us, xr, ur, pp, t0, u_prev, last[0], loose, rho, scale, states)
             last[0] = step.qp
             return step
 

@@ -67,6 +67,7 @@ from shooting.qp import (
     stage_qp_objective,
     stage_qp_stationarity,
     with_input_prox,
+    with_prox,
 )
 from shooting.qp.host import CompiledStageQP
 
@@ -373,13 +374,15 @@ class StageQPBuilder:
 
     def sqp_step(self, x: FloatArray, u: FloatArray, x_ref: FloatArray, u_ref: FloatArray, p: FloatArray,
                  t0: float, u_prev: FloatArray, last: StageQPResult | None = None,
-                 loose: bool = False, prox: float = 0.0, prox_scale: float | None = None) -> SQPStep:
+                 loose: bool = False, prox: float = 0.0, prox_scale: float | None = None,
+                 prox_states: bool = False) -> SQPStep:
         """One SQP iteration's QP: linearise at (x, u) (x[0] the measured state) and solve from there, trying
         the `last` iteration's active set first (`solve_stage_qp`'s shortcut; else a cold start, as the C), to
         the tolerances ``qp_tolerances(loose, ...)`` (False: the QP's own); `prox` > 0 adds the proximal term
-        on the inputs about u, weighted `prox` times `prox_scale` (None: this QP's `shooting.qp.hessian_scale`,
-        returned as the step's ``hessian_scale``; `shooting.qp.with_input_prox`; the model's decrease and the
-        stationarity are the plain QP's)."""
+        on the inputs about u (`prox_states`: on the states about x too), weighted `prox` times `prox_scale`
+        (None: this QP's `shooting.qp.hessian_scale`, returned as the step's ``hessian_scale``;
+        `shooting.qp.with_input_prox`, `shooting.qp.with_prox`; the model's decrease and the stationarity are the
+        plain QP's)."""
         nx = self.ocp.nx
         qp = self.with_state(self.build(x, u, x_ref, u_ref, p, t0, u_prev, None if loose else last), x[0], u_prev)
         where = self.nonfinite(qp)
@@ -388,7 +391,8 @@ class StageQPBuilder:
                                                  f"sensitivities are not finite at the linearisation point)")
         start = self.guess(x, u, u_prev)
         scale = hessian_scale(qp) if prox_scale is None else prox_scale
-        res = self.solve(with_input_prox(qp, prox * scale, u), x_guess=start, u_guess=u, warm=last, shortcut_only=True,
+        proximal = with_prox(qp, prox * scale, x, u) if prox_states else with_input_prox(qp, prox * scale, u)
+        res = self.solve(proximal, x_guess=start, u_guess=u, warm=last, shortcut_only=True,
                          tolerances=qp_tolerances(loose, OCP_QP_TOLERANCES["double"]))
         if res.status != 0:
             return SQPStep(x, u, False, 0.0, 0.0, res.message)

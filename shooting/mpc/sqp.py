@@ -65,7 +65,15 @@ cost's own scale) at first; after a full step it is multiplied by
 of the model's prediction (a trust region's gain ratio, Nocedal and Wright,
 sec. 4.1) or the step was at most `PROX_SMALL`; after a step of at most
 `PROX_SHORT` that is not small by `PROX_UP` (at least `PROX_FLOOR` times its
-start); below `PROX_OFF` times its start it is 0. The step and stationarity
+start); below `PROX_OFF` times its start it is 0. Until the first full step
+the term covers the states too, rho / 2 |x - x_w|^2 on x_1..x_N (`PROX_STATES`;
+`shooting.qp.with_prox`): a cold guess (the measured state at every node) is
+inconsistent with the dynamics, and on an unstable plant the inputs' term
+alone leaves the QP's states to the linearised dynamics, which amplify the
+step (the double pendulum on a cart from a fall: its first QP moved the angles
+by 66 rad; the merit's weight followed the multipliers to 2e8 and the line
+search failed); a full step is the first sign that the model holds, so the
+inputs' term goes on alone. The step and stationarity
 tests apply to the plain QP only (a small proximal step ends the term first),
 so the SQP ends at a KKT point as before. The cart-pole's 22 far starts (the
 C, host): exact Hessian, double, 3708 -> 1321 interior-point iterations, all
@@ -89,7 +97,8 @@ import numpy.typing as npt
 from shooting.qp import StageQPResult
 
 __all__ = ["ARMIJO", "COLD_START_ITERATIONS", "MAX_SQP_ITERATIONS", "MIN_STEP", "NONMONOTONE", "PROX_DOWN",
-           "PROX_FAST", "PROX_FLOOR", "PROX_GAIN", "PROX_OFF", "PROX_SHORT", "PROX_SMALL", "PROX_START", "PROX_UP",
+           "PROX_FAST", "PROX_FLOOR", "PROX_GAIN", "PROX_OFF", "PROX_SHORT", "PROX_SMALL", "PROX_START", "PROX_STATES",
+           "PROX_UP",
            "QP_LOOSE", "QP_LOOSE_STEP", "SQP_ROUNDING", "SQP_STATUS", "SQP_TOLERANCES", "STALL", "WATCHDOG_DECREASE",
            "SQPResult", "SQPStep", "next_prox", "qp_tolerances", "sqp"]
 
@@ -103,7 +112,10 @@ SQP_STATUS = {0: "converged", 1: "iteration limit", 2: "QP failed", 3: "line sea
 #: near a stationary point a descent step s changes the merit by O(s^2), below its rounding (1e-14 relative) for s
 #: under about 1e-7, so the merit cannot verify it. Gauss-Newton's steps shrink linearly and reached it next to
 #: IPOPT's optimum: do-mpc's double pendulum (step 1.1e-7, inputs 2e-8 of their range from IPOPT's) and table 9's
-#: cart-pole start 0 (1.4e-7, 3e-17 defects) ended in "line search failed". Float's is 0 (off: FLOOR_STALL).
+#: cart-pole start 0 (1.4e-7, 3e-17 defects) ended in "line search failed". Likewise where the QP model's predicted
+#: decrease of the merit is below the merit's own rounding (`merit_noise`: nu V's, from the defects' rounding, is
+#: the larger near a solution): TUM's single-track vehicle, its force weighted 1e-8, ended with the QP predicting
+#: 2e-11 against a rounding of 1e-9 (inputs 1e-8 of their range from IPOPT's). Float's is 0 (off: FLOOR_STALL).
 #: The stationarity test is double's only (0: off): a float QP holds an active bound mu / lam inside it, an error
 #: H dw does not see (the planar quadrotor past its obstacle: stationarity 5e-7 where the inputs were still 5e-3
 #: of their range from IPOPT's, against 7e-4 when the step test ends it).
@@ -138,6 +150,11 @@ PROX_START, PROX_DOWN, PROX_UP, PROX_SHORT, PROX_FLOOR, PROX_OFF = 1e-2, 0.5, 4.
 #: trust region's gain ratio, Nocedal and Wright, sec. 4.1), or one of at most PROX_SMALL (relative: where the
 #: ratio is rounding's), the proximal term shrinks by PROX_FAST instead.
 PROX_GAIN, PROX_SMALL, PROX_FAST = 0.9, 1e-2, 0.1
+#: The proximal term covers the states as well until the first full step (see the module's docstring). The built-in
+#: double pendulum's 10 starts about its scenario's (the states' spread 0.3 (1 + |x0|), seed 23): 6 -> 9 converge
+#: (exact and Gauss-Newton); for the whole solve instead 10, but do-mpc's swing-up from hanging, which moves the
+#: states far, needed 1000+ SQP iterations instead of 342 (for its first 10 iterations: 489, and 9 of 10).
+PROX_STATES = True
 
 #: The cold start's iteration limit (RTIController and the C's first feedback), and the most of any solve.
 COLD_START_ITERATIONS, MAX_SQP_ITERATIONS = 100, 1000
@@ -225,6 +242,12 @@ def next_prox(rho: float, alpha: float, held: bool, small: bool) -> float:
     return rho
 
 
+def merit_noise(J: float, nu: float, x: FloatArray) -> float:
+    """The l1 merit's rounding at an iterate: J's, ``ROUNDING (1 + |J|)``, and that of nu V, whose defects
+    x_{k+1} - F(x_k, u_k) each carry the rounding of |x_{k+1}|: ``ROUNDING nu sum_k |x_{k+1}|_1``."""
+    return ROUNDING * (1.0 + abs(J) + nu * float(np.abs(x[1:]).sum()))
+
+
 def _first_qp(qp_step: Callable[..., SQPStep], x: FloatArray, u: FloatArray, loose: bool,
               scale: float) -> tuple[SQPStep, bool]:
     """A fresh guess's first QP, plain; for a far start (its step above `QP_LOOSE_STEP` of `scale`) solved again
@@ -232,7 +255,7 @@ def _first_qp(qp_step: Callable[..., SQPStep], x: FloatArray, u: FloatArray, loo
     qp = qp_step(x, u, loose, 0.0, None)
     step = max(np.abs(qp.x - x).max(initial=0.0), np.abs(qp.u - u).max(initial=0.0)) / scale
     if qp.ok and step > QP_LOOSE_STEP and PROX_START > 0:
-        return qp_step(x, u, loose, PROX_START, None), True
+        return qp_step(x, u, loose, PROX_START, None, PROX_STATES), True
     return qp, False  # (a near start: plain QPs throughout)
 
 
@@ -260,9 +283,10 @@ def sqp(x: FloatArray, u: FloatArray, qp_step: Callable[..., SQPStep],
     Parameters
     ----------
     x, u : ndarray, shapes (N+1, nx), (N, nu)
-    qp_step : callable ``(x, u, loose) -> SQPStep``, with `prox` ``(x, u, loose, rho, scale) -> SQPStep``
+    qp_step : callable ``(x, u, loose) -> SQPStep``, with `prox` ``(x, u, loose, rho, scale, states) -> SQPStep``
         Linearise at (x, u) and solve the QP from there, to the tolerances ``qp_tolerances(loose, ...)``; with
-        ``rho > 0`` its cost has ``rho scale / 2 |u - u_w|^2`` added, u_w the iterate's inputs; `scale` None
+        ``rho > 0`` its cost has ``rho scale / 2 |u - u_w|^2`` added, u_w the iterate's inputs (`states`: and
+        ``rho scale / 2 |x - x_w|^2``, x_1..x_N); `scale` None
         (the first QP): the QP's own largest diagonal Hessian entry, returned as the step's ``hessian_scale``
         and passed to every later QP (the first QP's, Gauss-Newton's: later ones may hold curvature).
     objective : callable ``(x, u) -> float``
@@ -287,6 +311,7 @@ def sqp(x: FloatArray, u: FloatArray, qp_step: Callable[..., SQPStep],
     x, u = np.array(x, dtype=float), np.array(u, dtype=float)
     history: deque[tuple[float, float]] = deque(maxlen=NONMONOTONE)  # (J, V) of the last NONMONOTONE iterates
     rho, damp = 0.0, False  # (the proximal term's weight, and whether its rule applies: a far start's)
+    states = PROX_STATES  # (the term on the states too: until the first full step)
     prox_scale: float | None = None
     for it in range(max_iter + 1):
         scale = 1.0 + max(np.abs(x).max(initial=0.0), np.abs(u).max(initial=0.0))
@@ -302,7 +327,7 @@ def sqp(x: FloatArray, u: FloatArray, qp_step: Callable[..., SQPStep],
             qp, damp = _first_qp(qp_step, x, u, loose, scale)
             rho = PROX_START if damp else 0.0
         else:
-            qp = qp_step(x, u, loose, rho, prox_scale) if prox else qp_step(x, u, loose)
+            qp = qp_step(x, u, loose, rho, prox_scale, states) if prox else qp_step(x, u, loose)
         if not qp.ok:
             return SQPResult(x, u, it, 2, step_size, defect, f"{SQP_STATUS[2]}: {qp.message}", nu_pen,
                              stationarity)
@@ -343,7 +368,8 @@ def sqp(x: FloatArray, u: FloatArray, qp_step: Callable[..., SQPStep],
                 if loose:  # an inexact QP's step that does not descend: again, exactly from now on
                     exact = retry = True
                     break
-                if rho == 0.0 and step_size <= tol["floor"] and defect <= tol["defect"]:
+                if rho == 0.0 and defect <= tol["defect"] and (
+                        step_size <= tol["floor"] or (tol["floor"] > 0 and pred <= merit_noise(J, nu_pen, x))):
                     # (the merit's resolution: see SQP_TOLERANCES; w stays, converged)
                     return SQPResult(x, u, it, 0, step_size, defect, merit_weight=nu_pen, stationarity=stationarity)
                 return SQPResult(x, u, it, 3, step_size, defect, f"{SQP_STATUS[3]} (merit {phi:.6g})", nu_pen,
@@ -354,5 +380,6 @@ def sqp(x: FloatArray, u: FloatArray, qp_step: Callable[..., SQPStep],
         x, u = xt, ut
         if damp:
             rho = next_prox(rho, alpha, pred > 0 and phi - phi_t >= PROX_GAIN * pred, step_size <= PROX_SMALL)
+            states = states and alpha < 1.0
         step_size *= alpha
     raise AssertionError("unreachable")  # pragma: no cover

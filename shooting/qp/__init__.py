@@ -21,8 +21,9 @@ from shooting.qp.stage_qp import (
     stage_qp_objective,
     stage_qp_stationarity,
     with_input_prox,
+    with_prox,
 )
 
 __all__ = ["OCP_QP_STATUS", "OCP_QP_TOLERANCES", "OCPQPSizes", "StageQP", "StageQPResult", "WARM_PUSH",
            "hessian_scale", "shifted_result", "solve_stage_qp", "stage_qp_objective",
-           "stage_qp_stationarity", "with_input_prox"]
+           "stage_qp_stationarity", "with_input_prox", "with_prox"]

@@ -20,7 +20,8 @@ import numpy.typing as npt
 from shooting.options import Real
 
 __all__ = ["OCP_QP_STATUS", "OCP_QP_TOLERANCES", "OCPQPSizes", "StageQP", "StageQPResult", "blocks",
-           "hessian_scale", "shifted_result", "stage_qp_objective", "stage_qp_stationarity", "with_input_prox"]
+           "hessian_scale", "shifted_result", "stage_qp_objective", "stage_qp_stationarity", "with_input_prox",
+           "with_prox"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -219,6 +220,41 @@ def with_input_prox(qp: StageQP, weight: float, u: FloatArray) -> StageQP:
     R = blocks(qp.R, z.N, (z.nu, z.nu), "R") + weight * np.eye(z.nu)
     r = blocks(qp.r, z.N, (z.nu,), "r") - weight * np.asarray(u, dtype=float).reshape(z.N, z.nu)
     return replace(qp, R=R, r=r)
+
+
+def with_prox(qp: StageQP, weight: float, x: FloatArray, u: FloatArray) -> StageQP:
+    """The QP with weight / 2 (|x_k - a_k|^2 + |u_k - c_k|^2) added: `with_input_prox`'s term on the inputs
+    and the same on the free states x_1..x_N, a = `x` (Q_k + weight I, q_k - weight a_k for k >= 1, and Q_N,
+    on the states' leading n components). The C adds the same terms where it reads Q and q (its data's
+    ``prox_x``, ``prox_nx``). A copy; `qp` is left as it is.
+
+    Parameters
+    ----------
+    qp : StageQP
+    weight : float
+        (0: `qp` itself.)
+    x : ndarray, shape (N+1, n), n <= nx
+        The states' centre (row 0, the fixed initial state, unused). n < nx: a rate penalty's QP, whose
+        states are augmented with the previous inputs, which the inputs' term covers already.
+    u : ndarray, shape (N, nu)
+        The inputs' centre.
+    """
+    if weight == 0.0:
+        return qp
+    qp = with_input_prox(qp, weight, u)
+    z = qp.sizes
+    a = np.asarray(x, dtype=float)
+    if a.ndim != 2 or a.shape[0] != z.N + 1 or a.shape[1] > z.nx:
+        raise ValueError(f"the proximal term's state centre must have shape (N+1, n) = ({z.N + 1}, <= {z.nx}), "
+                         f"got {a.shape}")
+    n = a.shape[1]
+    eye = np.zeros((z.nx, z.nx))
+    eye[:n, :n] = weight * np.eye(n)
+    Q = blocks(qp.Q, z.N, (z.nx, z.nx), "Q")
+    Q[1:] += eye
+    q = blocks(qp.q, z.N + 1, (z.nx,), "q")
+    q[1:, :n] -= weight * a[1:]
+    return replace(qp, Q=Q, q=q, Q_N=np.asarray(qp.Q_N, dtype=float) + eye)
 
 
 def stage_qp_stationarity(qp: StageQP, x: FloatArray, u: FloatArray, x_qp: FloatArray, u_qp: FloatArray) -> float:
