@@ -174,7 +174,7 @@ def test_the_states_term_brings_the_double_pendulum_back_from_far_starts(tmp_pat
         assert c.iterations == py.iterations
         assert np.abs(c.u - py.u).max() <= 1e-9 * span
     # without the states' term (the inputs' alone) the same starts fail
-    monkeypatch.setattr(sqp_module, "PROX_STATES", False)
+    monkeypatch.setattr(sqp_module, "PROX_STATES_STEP", np.inf)
     failed = [shooting.RTIController(ocp, hessian="exact", initialize_with_ipopt=False).solve(
         starts[index], max_iter=300).status != 0 for index in (0, 3)]
     assert all(failed)

@@ -53,7 +53,7 @@ from shooting.mpc.sqp import (
     PROX_SHORT,
     PROX_SMALL,
     PROX_START,
-    PROX_STATES,
+    PROX_STATES_STEP,
     PROX_UP,
     QP_LOOSE,
     QP_LOOSE_STEP,
@@ -564,7 +564,8 @@ def _sqp_values(real: Real) -> dict[str, str | int]:
                 prox_up=literal(PROX_UP, real), prox_short=literal(PROX_SHORT, real),
                 prox_floor=literal(PROX_FLOOR, real), prox_off=literal(PROX_OFF, real),
                 prox_gain=literal(PROX_GAIN, real), prox_small=literal(PROX_SMALL, real),
-                prox_fast=literal(PROX_FAST, real), prox_states=int(PROX_STATES),
+                prox_fast=literal(PROX_FAST, real),
+                prox_states_step=literal(PROX_STATES_STEP if np.isfinite(PROX_STATES_STEP) else -1.0, real),
                 rounding=literal(SQP_ROUNDING[real], real), qp_loose_stat=literal(loose["tol_stat"], real),
                 qp_loose_eq=literal(loose["tol_eq"], real), qp_loose_mu=literal(loose["tol_mu"], real),
                 qp_loose_step=literal(QP_LOOSE_STEP, real))

@@ -65,9 +65,10 @@ cost's own scale) at first; after a full step it is multiplied by
 of the model's prediction (a trust region's gain ratio, Nocedal and Wright,
 sec. 4.1) or the step was at most `PROX_SMALL`; after a step of at most
 `PROX_SHORT` that is not small by `PROX_UP` (at least `PROX_FLOOR` times its
-start); below `PROX_OFF` times its start it is 0. Until the first full step
-the term covers the states too, rho / 2 |x - x_w|^2 on x_1..x_N (`PROX_STATES`;
-`shooting.qp.with_prox`): a cold guess (the measured state at every node) is
+start); below `PROX_OFF` times its start it is 0. Where the first plain QP's
+state step exceeds `PROX_STATES_STEP` (20) times the trajectory's scale, the
+term covers the states too until the first full step, rho / 2 |x - x_w|^2 on
+x_1..x_N (`shooting.qp.with_prox`): a cold guess (the measured state at every node) is
 inconsistent with the dynamics, and on an unstable plant the inputs' term
 alone leaves the QP's states to the linearised dynamics, which amplify the
 step (the double pendulum on a cart from a fall: its first QP moved the angles
@@ -97,8 +98,8 @@ import numpy.typing as npt
 from shooting.qp import StageQPResult
 
 __all__ = ["ARMIJO", "COLD_START_ITERATIONS", "MAX_SQP_ITERATIONS", "MIN_STEP", "NONMONOTONE", "PROX_DOWN",
-           "PROX_FAST", "PROX_FLOOR", "PROX_GAIN", "PROX_OFF", "PROX_SHORT", "PROX_SMALL", "PROX_START", "PROX_STATES",
-           "PROX_UP",
+           "PROX_FAST", "PROX_FLOOR", "PROX_GAIN", "PROX_OFF", "PROX_SHORT", "PROX_SMALL", "PROX_START",
+           "PROX_STATES_STEP", "PROX_UP",
            "QP_LOOSE", "QP_LOOSE_STEP", "SQP_ROUNDING", "SQP_STATUS", "SQP_TOLERANCES", "STALL", "WATCHDOG_DECREASE",
            "SQPResult", "SQPStep", "next_prox", "qp_tolerances", "sqp"]
 
@@ -150,11 +151,15 @@ PROX_START, PROX_DOWN, PROX_UP, PROX_SHORT, PROX_FLOOR, PROX_OFF = 1e-2, 0.5, 4.
 #: trust region's gain ratio, Nocedal and Wright, sec. 4.1), or one of at most PROX_SMALL (relative: where the
 #: ratio is rounding's), the proximal term shrinks by PROX_FAST instead.
 PROX_GAIN, PROX_SMALL, PROX_FAST = 0.9, 1e-2, 0.1
-#: The proximal term covers the states as well until the first full step (see the module's docstring). The built-in
-#: double pendulum's 10 starts about its scenario's (the states' spread 0.3 (1 + |x0|), seed 23): 6 -> 9 converge
-#: (exact and Gauss-Newton); for the whole solve instead 10, but do-mpc's swing-up from hanging, which moves the
-#: states far, needed 1000+ SQP iterations instead of 342 (for its first 10 iterations: 489, and 9 of 10).
-PROX_STATES = True
+#: The proximal term covers the states as well, until the first full step, where the first plain QP's state step
+#: exceeds this (relative to the trajectory's scale; inf: never): a linear model that predicts an excursion of 20
+#: times the trajectory's size is meaningless there (see the module's docstring). The built-in double pendulum's 10
+#: starts about its scenario's (the states' spread 0.3 (1 + |x0|), seed 23): 39 to 61 at the 4 that failed, 1.1
+#: to 9 at the others; the cart-pole's 44 far starts of two seeds at most 9.8, the quadrotor's at most 3.3. On every
+#: far start instead, the cart-pole lost one of 88 (seed 7's start 14, to the iteration limit: any state term in
+#: its first QPs, even a tenth of the weight, led it elsewhere); for the whole solve, do-mpc's swing-up from
+#: hanging needed 1000+ SQP iterations instead of 342.
+PROX_STATES_STEP = 20.0
 
 #: The cold start's iteration limit (RTIController and the C's first feedback), and the most of any solve.
 COLD_START_ITERATIONS, MAX_SQP_ITERATIONS = 100, 1000
@@ -249,14 +254,17 @@ def merit_noise(J: float, nu: float, x: FloatArray) -> float:
 
 
 def _first_qp(qp_step: Callable[..., SQPStep], x: FloatArray, u: FloatArray, loose: bool,
-              scale: float) -> tuple[SQPStep, bool]:
+              scale: float) -> tuple[SQPStep, bool, bool]:
     """A fresh guess's first QP, plain; for a far start (its step above `QP_LOOSE_STEP` of `scale`) solved again
-    with the proximal term at `PROX_START` (its scale this QP's), and True: the term's rule applies."""
+    with the proximal term at `PROX_START` (its scale this QP's), and True: the term's rule applies; the last: the
+    term covers the states too (the plain QP's state step above `PROX_STATES_STEP`)."""
     qp = qp_step(x, u, loose, 0.0, None)
-    step = max(np.abs(qp.x - x).max(initial=0.0), np.abs(qp.u - u).max(initial=0.0)) / scale
+    state_step = np.abs(qp.x - x).max(initial=0.0) / scale
+    step = max(state_step, np.abs(qp.u - u).max(initial=0.0) / scale)
     if qp.ok and step > QP_LOOSE_STEP and PROX_START > 0:
-        return qp_step(x, u, loose, PROX_START, None, PROX_STATES), True
-    return qp, False  # (a near start: plain QPs throughout)
+        states = bool(state_step > PROX_STATES_STEP)
+        return qp_step(x, u, loose, PROX_START, None, states), True, states
+    return qp, False, False  # (a near start: plain QPs throughout)
 
 
 def _watchdog(best: tuple[float, float] | None, stall: int, history: deque[tuple[float, float]], J: float, V: float,
@@ -311,7 +319,7 @@ def sqp(x: FloatArray, u: FloatArray, qp_step: Callable[..., SQPStep],
     x, u = np.array(x, dtype=float), np.array(u, dtype=float)
     history: deque[tuple[float, float]] = deque(maxlen=NONMONOTONE)  # (J, V) of the last NONMONOTONE iterates
     rho, damp = 0.0, False  # (the proximal term's weight, and whether its rule applies: a far start's)
-    states = PROX_STATES  # (the term on the states too: until the first full step)
+    states = False  # (the term on the states too: from a far first QP's, until the first full step)
     prox_scale: float | None = None
     for it in range(max_iter + 1):
         scale = 1.0 + max(np.abs(x).max(initial=0.0), np.abs(u).max(initial=0.0))
@@ -324,7 +332,7 @@ def sqp(x: FloatArray, u: FloatArray, qp_step: Callable[..., SQPStep],
             return SQPResult(x, u, it, 1, step_size, defect, SQP_STATUS[1], nu_pen, stationarity)
         loose = not exact and step_size > QP_LOOSE_STEP
         if prox and it == 0:
-            qp, damp = _first_qp(qp_step, x, u, loose, scale)
+            qp, damp, states = _first_qp(qp_step, x, u, loose, scale)
             rho = PROX_START if damp else 0.0
         else:
             qp = qp_step(x, u, loose, rho, prox_scale, states) if prox else qp_step(x, u, loose)
