@@ -101,7 +101,7 @@ __all__ = ["ARMIJO", "COLD_START_ITERATIONS", "MAX_SQP_ITERATIONS", "MIN_STEP", 
            "PROX_FAST", "PROX_FLOOR", "PROX_GAIN", "PROX_OFF", "PROX_SHORT", "PROX_SMALL", "PROX_START",
            "PROX_STATES_STEP", "PROX_UP",
            "QP_LOOSE", "QP_LOOSE_STEP", "SQP_ROUNDING", "SQP_STATUS", "SQP_TOLERANCES", "STALL", "WATCHDOG_DECREASE",
-           "SQPResult", "SQPStep", "next_prox", "qp_tolerances", "sqp"]
+           "SQPResult", "SQPStep", "merit_noise", "next_prox", "qp_tolerances", "sqp"]
 
 FloatArray = npt.NDArray[np.float64]
 
