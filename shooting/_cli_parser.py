@@ -13,7 +13,15 @@ from typing import Any, NoReturn
 
 from shooting._cli_text import UsageError
 from shooting._version import VERSION
-from shooting.options import CONTROLLER_QPS, HESSIANS, NEWTON_METHODS, REALS, SENSITIVITIES, TARGETS
+from shooting.options import (
+    CONTROLLER_HESSIANS,
+    CONTROLLER_QPS,
+    HESSIANS,
+    NEWTON_METHODS,
+    REALS,
+    SENSITIVITIES,
+    TARGETS,
+)
 
 __all__ = ["DESCRIPTION", "build_parser"]
 
@@ -230,8 +238,10 @@ def _add_controller(sub: "argparse._SubParsersAction[_Parser]") -> None:
                      help="the model's scenario: 'default', or a named one (see 'shooting-codegen list')")
     ctl.add_argument("--qp", choices=CONTROLLER_QPS, default=CONTROLLER_QPS[0],
                      help="QP solver of the C (the stage-wise QP by an interior point with a Riccati recursion)")
-    ctl.add_argument("--hessian", choices=HESSIANS, default="gauss-newton",
-                     help="the QP's Hessian: gauss-newton (the costs', default) or exact (the Lagrangian's: the "
+    ctl.add_argument("--hessian", choices=CONTROLLER_HESSIANS, default="auto",
+                     help="the QP's Hessian: auto (default: exact where a stage or terminal cost is not a least-"
+                          "squares one, else gauss-newton; the manifest's qp.hessian records it), gauss-newton "
+                          "(the costs') or exact (the Lagrangian's: the "
                           "dynamics' and constraints' curvature at the last QP's multipliers, each stage's block "
                           "projected to positive definite)")
     ctl.add_argument("--target", choices=TARGETS, default="host",

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Literal, get_args
 
 __all__ = [
+    "CONTROLLER_HESSIANS",
     "HESSIANS",
     "NEWTON_METHODS",
     "NLP_SOLVERS",
@@ -20,6 +21,7 @@ __all__ = [
     "SENSITIVITIES",
     "SWEEP_CONTROLLERS",
     "TARGETS",
+    "ControllerHessian",
     "Hessian",
     "NLPSolver",
     "NewtonMethod",
@@ -51,6 +53,12 @@ TARGETS: tuple[Target, ...] = get_args(Target)
 #: Hessian of the OCP's Lagrangian.
 Hessian = Literal["exact", "gauss-newton"]
 HESSIANS: tuple[Hessian, ...] = get_args(Hessian)
+
+#: The QP Hessian of `RTIController` and the C controller: one of `HESSIANS`, or "auto" (the default): "exact"
+#: where the OCP has a stage or terminal cost that is not a least-squares one, else "gauss-newton"
+#: (`shooting.mpc.costs.automatic_hessian`).
+ControllerHessian = Literal["auto", "exact", "gauss-newton"]
+CONTROLLER_HESSIANS: tuple[ControllerHessian, ...] = get_args(ControllerHessian)
 
 #: NLP solvers of `MultipleShootingOCP` (CasADi plugins).
 NLPSolver = Literal["ipopt", "fatrop"]

@@ -171,7 +171,7 @@ def test_c_exact_hessian_equals_the_python_rti(case: str, tmp_path: Path) -> Non
     span = ocp.u_max - ocp.u_min
     c = shooting.simulate_closed_loop(load_controller(tmp_path / "c"), x0, 30, progress=False)
     py = shooting.simulate_closed_loop(shooting.RTIController(ocp, hessian="exact"), x0, 30, progress=False)
-    gn = shooting.simulate_closed_loop(shooting.RTIController(ocp), x0, 30, progress=False)
+    gn = shooting.simulate_closed_loop(shooting.RTIController(ocp, hessian="gauss-newton"), x0, 30, progress=False)
     # C and Python differ by rounding, which the loop itself amplifies: on the constrained pole tip the keep-out
     # row's active set makes the feedback law steep, and 1e-13 at sample 21 became 5e-10 at 22 and 7e-7 at 29 (with
     # the exact Hessian's fallback to Gauss-Newton's QP at sample 14; 3e-10 without it). The bound is therefore
@@ -245,3 +245,38 @@ def test_an_economic_rti_follows_ipopts_closed_loop_without_chattering() -> None
     ipopt = shooting.simulate_closed_loop(shooting.MPCController(ocp), x0, 40, progress=False)
     assert rti.success.all() and ipopt.success.all()
     assert np.abs(rti.u - ipopt.u).max() <= 1e-3 * float(model.u_max[0] - model.u_min[0])
+
+
+def test_the_default_hessian_is_exact_for_an_economic_cost_and_gauss_newton_for_least_squares(tmp_path: Path) -> None:
+    # (issue 35) the batch reactor exported and solved with the defaults: "auto" picks the exact Hessian for its
+    # cost -P (not a least-squares one), the manifest says so, and the SQP reaches IPOPT's optimum (Gauss-Newton's
+    # line search failed there); a tracking cost and a least-squares extra cost keep Gauss-Newton's.
+    import json
+
+    from batch_reactor import make_model, make_ocp
+    from shooting.mpc.costs import automatic_hessian
+
+    model = make_model()
+    ocp = make_ocp(model, {"ipopt.tol": 1e-12, "ipopt.bound_relax_factor": 0.0, "ipopt.constr_viol_tol": 1e-12})
+    x0 = np.asarray(model.x0, dtype=float)
+    truth = ocp.solve(x0)
+    assert truth.success
+    span = float(model.u_max[0] - model.u_min[0])
+    rti = shooting.RTIController(ocp, initialize_with_ipopt=False)
+    assert rti.hessian == "exact"
+    py = rti.solve(x0, max_iter=100)
+    assert py.status == 0, py.message
+    assert np.abs(py.u - truth.u).max() <= 1e-6 * span
+    assert export_controller(ocp, tmp_path / "c", name="batch").ok
+    assert json.loads((tmp_path / "c" / "manifest.json").read_text())["qp"]["hessian"] == "exact"
+    ctl = load_controller(tmp_path / "c", model=model)
+    c = ctl.solve(x0, max_iter=100)
+    assert c.status == 0, c.message
+    assert np.abs(c.u - truth.u).max() <= 1e-6 * span
+    tracking = shooting.MultipleShootingOCP(shooting.load_model("pendulum"), 10, dt=0.05)
+    assert shooting.RTIController(tracking).hessian == "gauss-newton"
+    lsq = shooting.least_squares(lambda x, u, p: x[:1], [1.0])
+    assert automatic_hessian(lsq, None) == "gauss-newton"
+    assert automatic_hessian(lsq, lambda x, p: x[0] ** 2) == "exact"
+    with pytest.raises(ValueError, match="hessian"):
+        shooting.RTIController(tracking, hessian="newton")  # type: ignore[arg-type]

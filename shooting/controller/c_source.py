@@ -33,7 +33,7 @@ from shooting.codegen.templates import render, render_from
 from shooting.controller.ocp_qp import ocp_qp_source
 from shooting.integrate.integrator import build_integrator
 from shooting.model import Model
-from shooting.mpc.costs import CONVEXIFY_TAU
+from shooting.mpc.costs import CONVEXIFY_TAU, resolve_hessian
 from shooting.mpc.curvature import curvature_functions
 from shooting.mpc.divergence import prediction_limit
 from shooting.mpc.ocp import MultipleShootingOCP
@@ -63,7 +63,7 @@ from shooting.mpc.sqp import (
     WATCHDOG_DECREASE,
     qp_tolerances,
 )
-from shooting.options import HESSIANS, REALS, Hessian, Real
+from shooting.options import REALS, ControllerHessian, Hessian, Real
 from shooting.qp import OCP_QP_TOLERANCES, OCPQPSizes
 
 #: The package of this module's C templates (mpc.c.in, mpc.h.in).
@@ -223,7 +223,7 @@ class ControllerSpec:
 
 def controller_spec(ocp: MultipleShootingOCP, *, x0: object = None, guess: tuple[object, object] | None = None,
                     max_qp_iterations: int | None = None, max_sqp_iterations: int | None = None,
-                    hessian: Hessian = "gauss-newton") -> ControllerSpec:
+                    hessian: ControllerHessian = "auto") -> ControllerSpec:
     """What the C controller of `ocp` needs, with its initial trajectory guess.
 
     Parameters
@@ -238,8 +238,9 @@ def controller_spec(ocp: MultipleShootingOCP, *, x0: object = None, guess: tuple
         A trajectory guess, shapes (N+1, nx) and (N, nu), instead of the solve.
     max_qp_iterations, max_sqp_iterations : int, optional
         The budget's defaults (default `MAX_QP_ITERATIONS` and `COLD_START_ITERATIONS`).
-    hessian : {"gauss-newton", "exact"}
-        ``"exact"``: each stage's Hessian block adds the constraints' curvature at the last QP's multipliers
+    hessian : {"auto", "gauss-newton", "exact"}
+        ``"auto"``: `shooting.mpc.costs.automatic_hessian` (the spec holds the choice). ``"exact"``: each stage's
+        Hessian block adds the constraints' curvature at the last QP's multipliers
         (the Lagrangian's Hessian, projected to positive definite per stage), as ``RTIController(hessian=)``.
 
     Returns
@@ -257,7 +258,7 @@ def controller_spec(ocp: MultipleShootingOCP, *, x0: object = None, guess: tuple
     if not isinstance(ocp, MultipleShootingOCP):
         raise ValueError(f"ocp must be a shooting.MultipleShootingOCP, got {type(ocp).__name__}")
     budget = budget_defaults(max_qp_iterations, max_sqp_iterations)
-    hessian = _validate.choice(hessian, HESSIANS, "hessian")
+    hessian_choice = resolve_hessian(hessian, ocp.problem.cost.stage_cost, ocp.problem.cost.terminal_cost)
     m = ocp.model
     if m.nz and (np.isfinite(m.z_min).any() or np.isfinite(m.z_max).any()):
         raise ValueError(f"the C controller does not impose the bounds on the algebraic states of model {m.name} "
@@ -292,7 +293,7 @@ def controller_spec(ocp: MultipleShootingOCP, *, x0: object = None, guess: tuple
     path, terminal = constraint_functions(ocp)
     cost_model, cost_model_n = cost_expansions(ocp)
     cost_value, cost_value_n = cost_values(ocp)
-    curvature, curvature_n = curvature_functions(ocp, unroll=None) if hessian == "exact" else (None, None)
+    curvature, curvature_n = curvature_functions(ocp, unroll=None) if hessian_choice == "exact" else (None, None)
     return ControllerSpec(
         model=model, step=step, horizon=ocp.horizon, dt=float(ocp.dt),
         method=ocp.problem.tableau.name or "custom tableau", steps=int(ocp.steps),
@@ -304,7 +305,7 @@ def controller_spec(ocp: MultipleShootingOCP, *, x0: object = None, guess: tuple
         x_guess=np.asarray(x_guess, dtype=float), u_guess=np.asarray(u_guess, dtype=float), guess_origin=origin,
         path=path, terminal=terminal, soft_path=bool(ocp.soft_path_constraints) and path is not None,
         cost_model=cost_model, cost_model_n=cost_model_n, cost_value=cost_value, cost_value_n=cost_value_n,
-        max_qp_iterations=budget[0], max_sqp_iterations=budget[1], hessian=hessian, curvature=curvature,
+        max_qp_iterations=budget[0], max_sqp_iterations=budget[1], hessian=hessian_choice, curvature=curvature,
         curvature_n=curvature_n,
     )
 

@@ -51,7 +51,7 @@ from shooting.controller.check import (
 from shooting.controller.diagnosis import explain, status_hint
 from shooting.controller.firmware import BOARDS, FIRMWARE_DIR, NETDUINOPLUS2_ARGS, firmware_files
 from shooting.mpc.ocp import MultipleShootingOCP
-from shooting.options import HESSIANS, REALS, TARGETS, Hessian, Real, Target
+from shooting.options import CONTROLLER_HESSIANS, REALS, TARGETS, ControllerHessian, Real, Target
 
 __all__ = ["CHECK_SAMPLES", "REJECTED_NOTE", "check_controller_export", "export_controller", "rejected_files"]
 
@@ -230,7 +230,7 @@ def export_controller(
     max_sqp_iterations: int | None = None,
     check_noise: float = 0.0,
     keep_failed: bool = False,
-    hessian: Hessian = "gauss-newton",
+    hessian: ControllerHessian = "auto",
     firmware: str | None = None,
 ) -> ExportReport:
     """Export the real-time-iteration controller of `ocp` as C into `out_dir`, optionally checked.
@@ -282,8 +282,11 @@ def export_controller(
         When a check fails, install the rejected export anyway, its manifest
         marked ``"check_failed"`` and `REJECTED_NOTE` beside it saying why
         (``ok`` stays False); by default a failed check writes nothing.
-    hessian : {"gauss-newton", "exact"}
-        The QP's Hessian: the costs' own (Gauss-Newton for the dynamics), or
+    hessian : {"auto", "gauss-newton", "exact"}
+        The QP's Hessian ("auto", the default: "exact" where the OCP has a
+        stage or terminal cost that is not a least-squares one, else
+        "gauss-newton"; the manifest's ``qp.hessian`` records the choice):
+        the costs' own (Gauss-Newton for the dynamics), or
         the Lagrangian's, the constraints' curvature at the last QP's
         multipliers added and each stage's block projected to positive
         definite (as ``RTIController(hessian=)``, which the checks compare with).
@@ -330,7 +333,7 @@ def export_controller(
         _check_float_weights(ocp)
     start = ocp.model.x0 if x0 is None else _validate.vector(x0, ocp.model.nx, "x0", broadcast=False)
     budget_defaults(max_qp_iterations, max_sqp_iterations)  # (refused before the long work)
-    hessian = _validate.choice(hessian, HESSIANS, "hessian")
+    hessian = _validate.choice(hessian, CONTROLLER_HESSIANS, "hessian")
     if firmware is not None:
         firmware = _validate.choice(firmware, BOARDS, "firmware")
     noise = _validate.real(check_noise, "check_noise", minimum=0.0)

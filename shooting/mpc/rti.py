@@ -35,13 +35,14 @@ from shooting import _validate
 from shooting._solver_call import solver_call
 from shooting.integrate.integrator import HOST_UNROLL_STEPS, build_integrator
 from shooting.mpc.controllers import ControlStep
+from shooting.mpc.costs import resolve_hessian
 from shooting.mpc.divergence import prediction_limit
 from shooting.mpc.layout import ShootingLayout
 from shooting.mpc.ocp import MultipleShootingOCP
 from shooting.mpc.rti_library import RTILibraryReport, attach_library
 from shooting.mpc.rti_stage import StageQPBuilder
 from shooting.mpc.sqp import COLD_START_ITERATIONS, MAX_SQP_ITERATIONS, SQP_STATUS, SQPResult, SQPStep, sqp
-from shooting.options import HESSIANS, QP_SOLVERS, Hessian, QPSolver
+from shooting.options import QP_SOLVERS, ControllerHessian, QPSolver
 from shooting.qp import StageQP, StageQPResult
 
 __all__ = ["MAX_SQP_ITERATIONS", "STAGE_QP_SOLVERS", "QPPoint", "RTIController"]
@@ -115,8 +116,11 @@ class RTIController:
         (the stage-wise solvers only; 0: a plain real-time iteration).
     sqp_iterations : int, default 1
         SQP iterations of every later sample: 1 is the real-time iteration.
-    hessian : {"gauss-newton", "exact"}, default "gauss-newton"
-        The QP's Hessian: the costs' (Gauss-Newton for least squares), or
+    hessian : {"auto", "gauss-newton", "exact"}, default "auto"
+        The QP's Hessian ("auto": "exact" where the OCP has a stage or
+        terminal cost that is not a least-squares one, else "gauss-newton":
+        `shooting.mpc.costs.automatic_hessian`; the attribute holds the
+        choice): the costs' (Gauss-Newton for least squares), or
         with "exact" the Lagrangian's: the dynamics' curvature through the
         integrator's second-order step at the dynamics' multipliers and the
         path and terminal constraints' at theirs (`shooting.mpc.curvature`),
@@ -142,7 +146,7 @@ class RTIController:
 
     def __init__(self, ocp: MultipleShootingOCP, *, qp_solver: QPSolver = "riccati-ipm",
                  initialize_with_ipopt: bool = True, cold_start_iterations: int = COLD_START_ITERATIONS,
-                 sqp_iterations: int = 1, hessian: Hessian = "gauss-newton",
+                 sqp_iterations: int = 1, hessian: ControllerHessian = "auto",
                  convexification: str = "riccati") -> None:
         if not isinstance(ocp, MultipleShootingOCP):
             raise ValueError(f"ocp must be a MultipleShootingOCP, got {type(ocp).__name__}")
@@ -169,7 +173,8 @@ class RTIController:
         self.qp_solver = qp_solver
         # a prediction beyond this times 1 + max|x| has diverged (the C's PREDICTION_LIMIT: shooting.mpc.divergence)
         self._limit = prediction_limit(m.x0, ocp.x_ref, ocp.u_ref, ocp.x_min, ocp.x_max, ocp.u_min, ocp.u_max)
-        self.hessian = _validate.choice(hessian, HESSIANS, "hessian")
+        cost = ocp.problem.cost
+        self.hessian = resolve_hessian(hessian, cost.stage_cost, cost.terminal_cost)
         if self.hessian == "exact" and not stage_wise:
             raise ValueError(f"hessian='exact' needs qp_solver='riccati-ipm' or 'riccati-ipm-numpy' (its stage "
                              f"blocks are made positive definite stage by stage), not {qp_solver!r}")
