@@ -58,10 +58,13 @@ def _rows(qp: StageQP):
 
 
 def solve_reference(qp: StageQP) -> Reference:
-    """Solve `qp` with Clarabel at tolerances near double rounding."""
+    """Solve `qp` with Clarabel at tolerances near double rounding (an elastic QP: its hard rows' slacks explicit,
+    each side's priced at ``qp.elastic``)."""
     N, nx, nu = qp.sizes.N, qp.sizes.nx, qp.sizes.nu
     rows = _rows(qp)
-    soft_sides = [(r, side) for r, row in enumerate(rows) if row[5] for side in (0, 1)
+    # (an elastic QP: every hard row but the inputs' soft at the weight qp.elastic, without a quadratic term)
+    elastic = [qp.elastic > 0 and not row[5] and r >= N * nu for r, row in enumerate(rows)]
+    soft_sides = [(r, side) for r, row in enumerate(rows) if row[5] or elastic[r] for side in (0, 1)
                   if np.isfinite(row[3 + side])]
     nX, nU, nS = (N + 1) * nx, N * nu, len(soft_sides)
     n = nX + nU + nS
@@ -93,9 +96,9 @@ def solve_reference(qp: StageQP) -> Reference:
     P[ix(N):ix(N) + nx, ix(N):ix(N) + nx] = qp.Q_N
     if qp.q is not None:
         c[ix(N):ix(N) + nx] = qp.q[N]
-    for m in range(nS):
-        P[nX + nU + m, nX + nU + m] = 2 * qp.l2
-        c[nX + nU + m] = qp.l1
+    for m, (r, _side) in enumerate(soft_sides):
+        P[nX + nU + m, nX + nU + m] = 0.0 if elastic[r] else 2 * qp.l2
+        c[nX + nU + m] = qp.elastic if elastic[r] else qp.l1
     Aeq, beq = [], []
     row = np.zeros((nx, n))
     row[:, ix(0):ix(0) + nx] = np.eye(nx)

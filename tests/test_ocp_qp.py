@@ -393,3 +393,47 @@ def test_a_step_undone_at_the_end_restores_the_dynamics_multipliers(hosts, real:
     assert got.residuals[0] <= 100 * tol["tol_stat"]  # (what an undone step may leave: see the C)
     scale = float(np.abs(ref.pi).max())
     assert np.abs(np.asarray(got.pi) - ref.pi).max() <= (1e-9 if real == "double" else 1e-3) * scale
+
+
+@pytest.mark.parametrize("general", [False, True], ids=["state bounds", "general and terminal rows"])
+def test_an_elastic_qp_is_feasible_and_an_exact_penalty(hosts, general: bool) -> None:
+    # (issue 35) Fletcher's Sl1QP: with `elastic` > 0 every hard state bound, general and terminal row carries a
+    # slack priced at that weight (l1 only), so a QP whose hard rows cannot all hold is solved, at Clarabel's point of
+    # the same l1-penalised QP (slacks explicit, one per side); where the hard QP is feasible and the weight exceeds
+    # its multipliers the point is the hard QP's (an exact penalty). C (double, float) and numpy alike.
+    rng = np.random.default_rng(11)
+    qp = random_qp(rng, N=8, nx=3, nu=1, general=general)
+    qp.soft_bx = [False, False]
+    if general:
+        qp.soft_g, qp.soft_gN = [False, False], [False]
+    bad = copy.deepcopy(qp)
+    bad.lbx, bad.ubx = [-1e-3, -1e-3], [1e-3, 1e-3]
+    bad.x0 = np.array([2.0, 0.0, 2.0])
+    assert solve_reference(bad).status != "Solved"
+    for weight in (3.0, 300.0):
+        elastic = copy.deepcopy(bad)
+        elastic.elastic = weight
+        ref = solve_reference(elastic)
+        assert ref.status == "Solved"
+        res = [solve_stage_qp(elastic), hosts(elastic.sizes, "double").solve(elastic)]
+        for result in res:
+            assert result.status == 0, result.message
+            np.testing.assert_allclose(result.x, ref.x, atol=1e-7)
+            np.testing.assert_allclose(result.u, ref.u, atol=1e-7)
+        # its own solution as a warm start: the same point (the shortcut, or the interior point from there)
+        again = solve_stage_qp(elastic, x_guess=res[0].x, u_guess=res[0].u, warm=res[0])
+        np.testing.assert_allclose(again.u, ref.u, atol=1e-7)
+        single = hosts(elastic.sizes, "float").solve(elastic)
+        assert single.status == 0, single.message
+        assert np.abs(single.u - ref.u).max() <= 1e-3 * (1 + np.abs(ref.u).max())
+    # a feasible hard QP: elastic at a weight above its multipliers gives the hard QP's solution
+    hard = copy.deepcopy(qp)
+    truth = solve_reference(hard)
+    assert truth.status == "Solved"
+    plain = solve_stage_qp(hard)
+    weight = 10 * (1 + float(np.abs(plain.lam).max()))
+    hard.elastic = weight
+    for result in (solve_stage_qp(hard), hosts(hard.sizes, "double").solve(hard)):
+        assert result.status == 0, result.message
+        np.testing.assert_allclose(result.u, truth.u, atol=1e-7)
+        np.testing.assert_allclose(result.x, truth.x, atol=1e-7)

@@ -109,7 +109,8 @@ class HostOCPQP:
             return a.ctypes.data_as(ptr)
 
         status = self._fn(*(p(a) for a in c_arrays), p(idx), *(p(f) for f in flags),
-                          real_ctype(real)(qp.l1), real_ctype(real)(qp.l2), p(strides), ctypes.c_int(max_iter),
+                          real_ctype(real)(qp.l1), real_ctype(real)(qp.l2), real_ctype(real)(qp.elastic), p(strides),
+                          ctypes.c_int(max_iter),
                           ctypes.c_int(warm is not None), p(tol), p(x), p(u), p(pi), p(t), p(lam), p(s), p(lam_s),
                           ctypes.byref(it), p(res))
         f = float
@@ -155,9 +156,13 @@ def _column_major(qp: StageQP, z: OCPQPSizes) -> list[FloatArray]:
 
 
 def _index_and_flags(qp: StageQP) -> tuple[npt.NDArray[np.int32], list[npt.NDArray[np.uint8]]]:
-    """idxbx (int) and the soft flags of the state, general and terminal rows (bytes), at least one entry each."""
+    """idxbx (int) and the soft flags of the state, general and terminal rows (bytes: 1 soft, 2 elastic, 0 hard;
+    an elastic QP's hard rows are 2), at least one entry each."""
     idx = np.asarray(qp.idxbx or [0], dtype=np.int32)
-    flags = [np.asarray([bool(v) for v in f] or [False], dtype=np.uint8) for f in (qp.soft_bx, qp.soft_g, qp.soft_gN)]
+    z = qp.sizes
+    hard = 2 if qp.elastic > 0 else 0
+    flags = [np.asarray([1 if v else hard for v in (list(f) if f else [False] * n)] or [0], dtype=np.uint8)
+             for f, n in ((qp.soft_bx, z.nbx), (qp.soft_g, z.ng), (qp.soft_gN, z.ngN))]
     return idx, flags
 
 
@@ -236,7 +241,7 @@ class CompiledStageQP:
         self._idx, self._flags = _index_and_flags(template)
         self.qp = StageQP(**views, idxbx=list(template.idxbx), soft_bx=list(template.soft_bx),
                           soft_g=list(template.soft_g), soft_gN=list(template.soft_gN), l1=float(template.l1),
-                          l2=float(template.l2))
+                          l2=float(template.l2), elastic=float(template.elastic))
         self._tol = np.zeros(3)
         self._iter = ctypes.c_int(0)
         self._res = np.zeros(3)
@@ -258,7 +263,9 @@ class CompiledStageQP:
         ptr = ctypes.c_void_p
         self._lib[f"{LIBRARY_PREFIX}_bind"](self._pd, self._pw, arrays, ptr(self._idx.ctypes.data),
                                             *(ptr(f.ctypes.data) for f in self._flags), ctypes.c_double(p.l1),
-                                            ctypes.c_double(p.l2), ptr(self.x.ctypes.data), ptr(self.u.ctypes.data))
+                                            ctypes.c_double(p.l2), ctypes.c_double(p.elastic),
+                                            ptr(self.x.ctypes.data), ptr(self.u.ctypes.data))
+        self._bound_elastic = p.elastic
 
     def load(self, qp: StageQP) -> None:
         """Copy a `StageQP` of these sizes into the buffers (`qp`'s views), flags and slack weights included."""
@@ -272,7 +279,7 @@ class CompiledStageQP:
             mine[...] = theirs
         self.qp.idxbx, self.qp.soft_bx = list(qp.idxbx), list(qp.soft_bx)
         self.qp.soft_g, self.qp.soft_gN = list(qp.soft_g), list(qp.soft_gN)
-        self.qp.l1, self.qp.l2 = float(qp.l1), float(qp.l2)
+        self.qp.l1, self.qp.l2, self.qp.elastic = float(qp.l1), float(qp.l2), float(qp.elastic)
         self._bind()
 
     def solve(self, qp: StageQP | None = None, *, x_guess: npt.ArrayLike | None = None,
@@ -295,6 +302,11 @@ class CompiledStageQP:
         """
         if qp is not None and qp is not self.qp:
             self.load(qp)
+        elif self.qp.elastic != self._bound_elastic:  # (the buffers' QP made elastic, or no longer: its flags)
+            self._idx[...], flags = _index_and_flags(self.qp)
+            for mine, theirs in zip(self._flags, flags, strict=True):
+                mine[...] = theirs
+            self._bind()
         self._guess(x_guess, u_guess)
         tol = _DEFAULT_TOLERANCES if tolerances is None else {**OCP_QP_TOLERANCES["double"], **tolerances}
         self._tol[0], self._tol[1], self._tol[2] = tol["tol_stat"], tol["tol_eq"], tol["tol_mu"]

@@ -43,6 +43,8 @@ class Sides:
     n_soft: int  # soft rows
     srow_stage: npt.NDArray[np.int64]  # the stage of each soft row
     srow_slot: npt.NDArray[np.int64]  # its slack's index in the C's soft arrays
+    w1: FloatArray  # each soft row's slack weights l1, l2 (an elastic QP's hard row: its weight and 0)
+    w2: FloatArray
 
 
 def build_sides(qp: StageQP) -> Sides:
@@ -58,13 +60,20 @@ def build_sides(qp: StageQP) -> Sides:
     srow: list[int] = []
     srow_stage: list[int] = []
     srow_slot: list[int] = []
+    w1: list[float] = []
+    w2: list[float] = []
 
-    def add(k: int, c_x: FloatArray, c_u: FloatArray, lo: float, hi: float, is_soft: bool, first: int) -> None:
+    def add(k: int, c_x: FloatArray, c_u: FloatArray, lo: float, hi: float, soft_row: bool, first: int) -> None:
         row = -1
+        # (an elastic QP: a hard row other than an input's is soft at the elastic weight, without l2)
+        elastic = not soft_row and qp.elastic > 0 and first >= 2 * N * nu
+        is_soft = soft_row or elastic
         if is_soft and (np.isfinite(lo) or np.isfinite(hi)):
             row = len(srow_stage)
             srow_stage.append(k)
             srow_slot.append((first - 2 * N * nu) // 2)
+            w1.append(float(qp.elastic) if elastic else float(qp.l1))
+            w2.append(0.0 if elastic else float(qp.l2))
         for side, bound, sign in ((0, lo, 1.0), (1, hi, -1.0)):
             if np.isfinite(bound):
                 stage.append(k)
@@ -107,7 +116,8 @@ def build_sides(qp: StageQP) -> Sides:
     return Sides(np.asarray(stage, dtype=np.int64), np.asarray(cx, dtype=float).reshape(n, nx),
                   np.asarray(cu, dtype=float).reshape(n, nu), np.asarray(beta, dtype=float),
                   np.asarray(soft, dtype=bool), np.asarray(slot, dtype=np.int64), np.asarray(srow, dtype=np.int64),
-                  len(srow_stage), np.asarray(srow_stage, dtype=np.int64), np.asarray(srow_slot, dtype=np.int64))
+                  len(srow_stage), np.asarray(srow_stage, dtype=np.int64), np.asarray(srow_slot, dtype=np.int64),
+                  np.asarray(w1, dtype=float), np.asarray(w2, dtype=float))
 
 
 class Problem:
@@ -125,8 +135,8 @@ class Problem:
         self.q, self.r = blocks(qp.q, N + 1, (nx,), "q"), np.concatenate([blocks(qp.r, N, (nu,), "r"),
                                                                          np.zeros((1, nu))])
         self.x0 = np.asarray(qp.x0, dtype=float).reshape(nx)
-        self.l1, self.l2 = float(qp.l1), float(qp.l2)
         self.sides = build_sides(qp)
+        self.l1, self.l2 = self.sides.w1, self.sides.w2  # (per soft row)
         self.nsides, self.nsoft = z.nsides, z.nsoft
         self.bound_sides = 2 * N * (nu + z.nbx)  # the inputs' and states' sides come first (C: @{P}_SIDES_U, _X)
         # a side other than an input's that is hard: only then can the QP be infeasible (C: @{p}_has_hard_rows)

@@ -116,10 +116,11 @@ def _newton(P: Problem, it: Iterate, active: npt.NDArray[np.bool_]) -> bool:
     Hxx, Hux, Huu = P.Hxx.copy(), P.Hux.copy(), P.Huu.copy()
     gx, gu = cost_gradient(P, it)
     on, fixed = np.flatnonzero(active & S.soft), np.flatnonzero(active & (S.slot < 2 * N * nu))
-    coef = -(P.l1 + 2 * P.l2 * (S.beta[on] - row_values(P, it.x, it.u)[on]))
-    np.add.at(Hxx, S.stage[on], 2 * P.l2 * S.cx[on, :, None] * S.cx[on, None, :])
-    np.add.at(Hux, S.stage[on], 2 * P.l2 * S.cu[on, :, None] * S.cx[on, None, :])
-    np.add.at(Huu, S.stage[on], 2 * P.l2 * S.cu[on, :, None] * S.cu[on, None, :])
+    l1, l2 = P.l1[S.srow[on]], P.l2[S.srow[on]]
+    coef = -(l1 + 2 * l2 * (S.beta[on] - row_values(P, it.x, it.u)[on]))
+    np.add.at(Hxx, S.stage[on], 2 * l2[:, None, None] * S.cx[on, :, None] * S.cx[on, None, :])
+    np.add.at(Hux, S.stage[on], 2 * l2[:, None, None] * S.cu[on, :, None] * S.cx[on, None, :])
+    np.add.at(Huu, S.stage[on], 2 * l2[:, None, None] * S.cu[on, :, None] * S.cu[on, None, :])
     np.add.at(gx, S.stage[on], coef[:, None] * S.cx[on])
     np.add.at(gu, S.stage[on], coef[:, None] * S.cu[on])
     # A fixed input (du_j = delta = bound - u_j) leaves the problem: its coupling times delta moves into the
@@ -153,7 +154,8 @@ def _input_multipliers(P: Problem, it: Iterate, on: npt.NDArray[np.bool_], s: Fl
     g_u = np.einsum("kij,kj->ki", P.Hux, it.x) + np.einsum("kij,kj->ki", P.Huu, it.u) + P.r
     g_u[:N] += np.einsum("kji,kj->ki", P.B, it.pi)
     act = np.flatnonzero(on)
-    np.add.at(g_u, S.stage[act], -(P.l1 + 2 * P.l2 * s[S.srow[act]])[:, None] * S.cu[act])
+    rows = S.srow[act]
+    np.add.at(g_u, S.stage[act], -(P.l1[rows] + 2 * P.l2[rows] * s[rows])[:, None] * S.cu[act])
     return np.einsum("ij,ij->i", S.cu[fixed], g_u[S.stage[fixed]])
 
 
@@ -166,6 +168,6 @@ def _sides(P: Problem, it: Iterate, active: npt.NDArray[np.bool_], s: FloatArray
     it.s = s
     it.lam_s = np.where(soft_active, 0.0, P.l1)
     it.t = np.where(active, 0.0, np.maximum(gap + side_slack(P, s), 0.0))
-    it.lam = np.where(active, P.l1 + 2 * P.l2 * side_slack(P, s), 0.0)
+    it.lam = np.where(active, side_slack(P, P.l1) + 2 * side_slack(P, P.l2) * side_slack(P, s), 0.0)
     fixed = active & (S.slot < 2 * P.N * P.nu)
     it.lam[fixed] = lam_fixed[fixed]

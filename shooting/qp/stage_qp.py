@@ -117,6 +117,11 @@ class StageQP:
     soft_gN : sequence of bool, optional
     l1, l2 : float
         Slack weights of every soft side.
+    elastic : float
+        > 0: the QP is elastic (Fletcher's Sl1QP): every hard state bound, general row and terminal row is
+        soft with the slack cost ``elastic * s`` (no quadratic term), so that the QP is feasible whatever its
+        data; its solution is the hard QP's where that is feasible and ``elastic`` exceeds the hard rows'
+        multipliers (an exact penalty). 0 (the default): they stay hard.
     """
 
     A: FloatArray
@@ -146,6 +151,7 @@ class StageQP:
     soft_gN: list[bool] = field(default_factory=list)
     l1: float = 0.0
     l2: float = 1.0
+    elastic: float = 0.0
 
     @property
     def sizes(self) -> OCPQPSizes:
@@ -296,7 +302,8 @@ def stage_qp_stationarity(qp: StageQP, x: FloatArray, u: FloatArray, x_qp: Float
 
 
 def stage_qp_objective(qp: StageQP, x: FloatArray, u: FloatArray) -> float:
-    """The QP's objective at (x (N+1, nx), u (N, nu)), soft rows' penalties l1 s + l2 s^2 at their smallest slacks.
+    """The QP's objective at (x (N+1, nx), u (N, nu)), soft rows' penalties l1 s + l2 s^2 at their smallest slacks
+    (and an elastic QP's ``elastic * s`` on its hard rows).
 
     (The objective the solver minimises: a line search compares it between two points.)
     """
@@ -312,8 +319,10 @@ def stage_qp_objective(qp: StageQP, x: FloatArray, u: FloatArray) -> float:
 
     def penalty(values: FloatArray, lo: FloatArray, hi: FloatArray, soft: list[bool]) -> float:
         flags = np.asarray(list(soft) if soft else [False] * values.shape[-1], dtype=bool)
-        excess = np.maximum(0.0, np.maximum(lo - values, values - hi))[..., flags]
-        return float(qp.l1 * excess.sum() + qp.l2 * (excess ** 2).sum())
+        excess = np.maximum(0.0, np.maximum(lo - values, values - hi))
+        elastic = qp.elastic * float(excess[..., ~flags].sum()) if qp.elastic > 0 else 0.0
+        excess = excess[..., flags]
+        return float(qp.l1 * excess.sum() + qp.l2 * (excess ** 2).sum()) + elastic
 
     if z.nbx:
         idx = list(qp.idxbx)
