@@ -227,9 +227,9 @@ def input_tolerance(ocp: MultipleShootingOCP, spec: ControllerSpec, x0: FloatArr
     exact = solve_stage_qp(qp, x_guess=x_start, u_guess=ug)
     xs = np.array(xg, dtype=float)
     xs[0] = x0
-    cold = sqp(xs, ug, lambda a, b, f, rho, scale, states=False: builder.sqp_step(
+    cold = sqp(xs, ug, lambda a, b, f, rho, scale, states=False, **extra: builder.sqp_step(
                    a, b, d["x_ref"], d["u_ref"], d["p"], 0.0, zero, loose=f, prox=rho, prox_scale=scale,
-                   prox_states=states),
+                   prox_states=states, **extra),
                lambda a, b: ocp.cost(a, b), lambda a, b: builder.defects(a, b, d["p"], 0.0),
                max_iter=COLD_START_ITERATIONS, prox=True)
     multipliers = _multiplier_curvature(ocp, spec, xg, ug, exact, np.asarray(d["p"], dtype=float), real)

@@ -35,14 +35,14 @@ from shooting import _validate
 from shooting._solver_call import solver_call
 from shooting.integrate.integrator import HOST_UNROLL_STEPS, build_integrator
 from shooting.mpc.controllers import ControlStep
-from shooting.mpc.costs import resolve_hessian
+from shooting.mpc.costs import hessians
 from shooting.mpc.divergence import prediction_limit
 from shooting.mpc.layout import ShootingLayout
 from shooting.mpc.ocp import MultipleShootingOCP
 from shooting.mpc.rti_library import RTILibraryReport, attach_library
 from shooting.mpc.rti_stage import StageQPBuilder
 from shooting.mpc.sqp import COLD_START_ITERATIONS, MAX_SQP_ITERATIONS, SQP_STATUS, SQPResult, SQPStep, sqp
-from shooting.options import QP_SOLVERS, ControllerHessian, QPSolver
+from shooting.options import QP_SOLVERS, ControllerHessian, Hessian, QPSolver
 from shooting.qp import StageQP, StageQPResult
 
 __all__ = ["MAX_SQP_ITERATIONS", "STAGE_QP_SOLVERS", "QPPoint", "RTIController"]
@@ -117,10 +117,12 @@ class RTIController:
     sqp_iterations : int, default 1
         SQP iterations of every later sample: 1 is the real-time iteration.
     hessian : {"auto", "gauss-newton", "exact"}, default "auto"
-        The QP's Hessian ("auto": "exact" where the OCP has a stage or
-        terminal cost that is not a least-squares one, else "gauss-newton":
-        `shooting.mpc.costs.automatic_hessian`; the attribute holds the
-        choice): the costs' (Gauss-Newton for least squares), or
+        The QPs' Hessian. "auto": the real-time iterations' "exact" where the
+        OCP has a stage or terminal cost that is not a least-squares one, else
+        "gauss-newton" (`shooting.mpc.costs.automatic_hessian`; the attribute
+        `hessian` holds the choice), and the SQP's (`solve`, cold starts)
+        "exact" (`sqp_hessian`: see `shooting.mpc.costs.hessians`). The
+        costs' (Gauss-Newton for least squares), or
         with "exact" the Lagrangian's: the dynamics' curvature through the
         integrator's second-order step at the dynamics' multipliers and the
         path and terminal constraints' at theirs (`shooting.mpc.curvature`),
@@ -174,12 +176,15 @@ class RTIController:
         # a prediction beyond this times 1 + max|x| has diverged (the C's PREDICTION_LIMIT: shooting.mpc.divergence)
         self._limit = prediction_limit(m.x0, ocp.x_ref, ocp.u_ref, ocp.x_min, ocp.x_max, ocp.u_min, ocp.u_max)
         cost = ocp.problem.cost
-        self.hessian = resolve_hessian(hessian, cost.stage_cost, cost.terminal_cost)
+        self.hessian, self.sqp_hessian = hessians(hessian, cost.stage_cost, cost.terminal_cost)
         if self.hessian == "exact" and not stage_wise:
             raise ValueError(f"hessian='exact' needs qp_solver='riccati-ipm' or 'riccati-ipm-numpy' (its stage "
                              f"blocks are made positive definite stage by stage), not {qp_solver!r}")
+        if not stage_wise:
+            self.sqp_hessian = self.hessian  # (no SQP without the stage-wise QP)
         convexification = _validate.choice(convexification, ("riccati", "stage"), "convexification")
-        self._stages = StageQPBuilder(ocp, self.hessian, convexification) if stage_wise else None
+        either: Hessian = "exact" if "exact" in (self.hessian, self.sqp_hessian) else "gauss-newton"
+        self._stages = StageQPBuilder(ocp, either, convexification) if stage_wise else None
         self.qp_library: RTILibraryReport | None = None
         if self._stages is None:
             self._build(qp_solver)
@@ -331,7 +336,7 @@ class RTIController:
             xb, ub = L.unpack_w(self._guess.w)
             d = L.unpack_parameters(np.asarray(P, dtype=float))
             self._prepared = self._stages.build(xb, ub, d["x_ref"], d["u_ref"], d["p"], float(d["t0"]),
-                                                d["u_prev"], self._qp_warm)
+                                                d["u_prev"], self._qp_warm if self.hessian == "exact" else None)
         else:
             A, b, g, H = self._data(self._guess.w, P)
             self._prepared = (A, np.array(b).ravel(), np.array(g).ravel(), H)
@@ -552,14 +557,17 @@ class RTIController:
         last: list[StageQPResult | None] = [None]  # the last iteration's QP (its active set: tried first)
 
         def qp_step(xs: npt.NDArray[np.float64], us: npt.NDArray[np.float64], loose: bool, rho: float = 0.0,
-                    scale: float | None = None, states: bool = False) -> SQPStep:
-            step = builder.sqp_step(xs, us, xr, ur, pp, t0, u_prev, last[0], loose, rho, scale, states)
+                    scale: float | None = None, states: bool = False, trial: Any = None,
+                    elastic: float = 0.0, curvature: bool = True) -> SQPStep:
+            step = builder.sqp_step(xs, us, xr, ur, pp, t0, u_prev, last[0], loose, rho, scale, states, trial,
+                                    elastic, curvature)
             last[0] = step.qp
             return step
 
         result = sqp(x, u, qp_step,
                      lambda xs, us: ocp.cost(xs, us, x_ref=xr, u_ref=ur, p=pp, t0=t0, u_prev=u_prev),
-                     lambda xs, us: builder.defects(xs, us, pp, t0), max_iter=max_iter, prox=prox)
+                     lambda xs, us: builder.defects(xs, us, pp, t0), max_iter=max_iter, prox=prox,
+                     reseed=lambda: L.unpack_w(ocp.initial_guess(x0, ur)), newton=self.sqp_hessian == "exact")
         self._guess = QPPoint(L.pack_w(result.x, result.u, self._slacks(result.x)), None, None)
         self._prepared_P = None  # a new guess: the sample's QP is built again
         # the last QP's slacks and multipliers: the next QP's warm start (a line search that failed: cold; as C)

@@ -97,10 +97,12 @@ import numpy.typing as npt
 
 from shooting.qp import StageQPResult
 
-__all__ = ["ARMIJO", "COLD_START_ITERATIONS", "MAX_SQP_ITERATIONS", "MIN_STEP", "NONMONOTONE", "PROX_DOWN",
+__all__ = ["ARMIJO", "COLD_START_ITERATIONS", "ELASTIC_START", "ELASTIC_STEER", "ELASTIC_TRIES", "MAX_SQP_ITERATIONS",
+           "MIN_STEP", "NONMONOTONE", "PENALTY_DECREASE", "PROX_DOWN",
            "PROX_FAST", "PROX_FLOOR", "PROX_GAIN", "PROX_OFF", "PROX_SHORT", "PROX_SMALL", "PROX_START",
            "PROX_STATES_STEP", "PROX_UP",
-           "QP_LOOSE", "QP_LOOSE_STEP", "SQP_ROUNDING", "SQP_STATUS", "SQP_TOLERANCES", "STALL", "WATCHDOG_DECREASE",
+           "QP_LOOSE", "QP_LOOSE_STEP", "SOC", "SQP_ROUNDING", "SQP_STATUS", "SQP_TOLERANCES", "STALL",
+           "WATCHDOG_DECREASE",
            "SQPResult", "SQPStep", "merit_noise", "next_prox", "qp_tolerances", "sqp"]
 
 FloatArray = npt.NDArray[np.float64]
@@ -151,6 +153,16 @@ PROX_START, PROX_DOWN, PROX_UP, PROX_SHORT, PROX_FLOOR, PROX_OFF = 1e-2, 0.5, 4.
 #: trust region's gain ratio, Nocedal and Wright, sec. 4.1), or one of at most PROX_SMALL (relative: where the
 #: ratio is rounding's), the proximal term shrinks by PROX_FAST instead.
 PROX_GAIN, PROX_SMALL, PROX_FAST = 0.9, 1e-2, 0.1
+#: The proximal term's largest weight (relative, as PROX_START): raised without bound after every short step, it
+#: reached 4e4 times the cost's scale on the double pendulum from a fall, its QPs' multipliers 1e11 and the merit's
+#: weight with them.
+PROX_MAX = 100.0
+#: A cold solve's first QP whose step exceeds this (relative) tries the guess held at the measured state too.
+RESEED_STEP = 0.1
+#: The Lagrangian's curvature (an exact Hessian's) at the last QP's multipliers enters a QP only where that QP's
+#: step, before the line search, was at most this (relative): far from a solution its multipliers are not the
+#: solution's (two_link_arm from the stored swing-up guess: 1.2e4, the next QP's step 25 with multipliers 9e7).
+CURVATURE_STEP = 0.1
 #: The proximal term covers the states as well, until the first full step, where the first plain QP's state step
 #: exceeds this (relative to the trajectory's scale; inf: never): a linear model that predicts an excursion of 20
 #: times the trajectory's size is meaningless there (see the module's docstring). The built-in double pendulum's 10
@@ -160,6 +172,23 @@ PROX_GAIN, PROX_SMALL, PROX_FAST = 0.9, 1e-2, 0.1
 #: its first QPs, even a tenth of the weight, led it elsewhere); for the whole solve, do-mpc's swing-up from
 #: hanging needed 1000+ SQP iterations instead of 342.
 PROX_STATES_STEP = 20.0
+
+#: The elastic QP (Fletcher's Sl1QP; SNOPT's elastic mode): where an iteration's QP cannot meet its hard rows
+#: (state bounds, hard path and terminal constraints: its linearisation at a poor iterate is infeasible, not the
+#: NLP), it is solved again with each hard row's violation priced at a weight (`shooting.qp.StageQP.elastic`):
+#: the QP is then always feasible and its step descends on the l1 merit at that weight. The weight starts at the
+#: merit's and at least ELASTIC_START times 1 + the cost gradient's largest entry (a hard row's multiplier where it
+#: binds is of that size), and is raised by ELASTIC_STEER, at most ELASTIC_TRIES times, while that more than halves
+#: the linearised violation (Byrd, Nocedal and Waltz's steering, SIAM J. Optim. 19, 2008, simplified). An elastic
+#: step that vanishes with the violation positive is a stationary point of the merit where the NLP's hard rows are
+#: locally infeasible: status 2, `SQPResult.infeasibility` the largest violation.
+ELASTIC_START, ELASTIC_STEER, ELASTIC_TRIES = 10.0, 100.0, 2
+#: The second-order correction of a full step the merit refuses (see `_line_search`).
+SOC = True
+#: The merit's weight may decrease (Powell's rule, see `_merit_weight`): a far start's QPs have multipliers many
+#: orders above the solution's (the double pendulum on a cart: 1e7 to 6e9 against 1e4), and a weight that kept
+#: them made the merit measure feasibility alone.
+PENALTY_DECREASE = True
 
 #: The cold start's iteration limit (RTIController and the C's first feedback), and the most of any solve.
 COLD_START_ITERATIONS, MAX_SQP_ITERATIONS = 100, 1000
@@ -192,6 +221,9 @@ class SQPStep:
     qp: StageQPResult | None = None  # the QP's solution (the next iteration's QP tries its active set first)
     stationarity: float = np.inf  # max|H dw| relative: the Lagrangian's gradient at the iterate (see above)
     hessian_scale: float = 0.0  # what the proximal term's weight was relative to (see `sqp`'s qp_step)
+    status: int = 0  # the QP solver's status (`shooting.qp.OCP_QP_STATUS`: 2 infeasible)
+    violation: float = 0.0  # an elastic QP's hard rows' linearised violation at its solution (l1)
+    gradient: float = 0.0  # the cost gradient's largest entry at the iterate (the elastic weight's scale)
 
 
 @dataclass(frozen=True)
@@ -214,10 +246,14 @@ class SQPResult:
         The last exact QP's max|H dw| relative to the cost gradient's terms (see the module docstring); inf
         before one.
     merit_weight : float
-        The l1 merit's penalty nu on the defects and the hard rows' excess at the end (never decreased: at
-        least 1.1 times the largest multiplier of the dynamics and the hard rows any QP returned; an exact
-        penalty needs nu above the KKT point's largest, Nocedal and Wright, Numerical Optimization, 2nd ed.,
-        thm. 17.3). 0 where no QP was solved.
+        The l1 merit's penalty nu on the defects and the hard rows' excess at the end (at least 1.1 times the
+        largest multiplier of the dynamics and the hard rows of the last QP; an exact penalty needs nu above
+        the KKT point's largest, Nocedal and Wright, Numerical Optimization, 2nd ed., thm. 17.3). 0 where no
+        QP was solved.
+    infeasibility : float
+        The largest violation of a hard row (input and state bounds, path and terminal constraints) at the end,
+        in the model's units: 0 at a feasible point; with status 2 by how much the NLP's hard rows cannot be met
+        near it.
     """
 
     x: FloatArray
@@ -229,6 +265,7 @@ class SQPResult:
     message: str = ""
     merit_weight: float = 0.0
     stationarity: float = float("inf")
+    infeasibility: float = 0.0
 
     @property
     def success(self) -> bool:
@@ -243,7 +280,7 @@ def next_prox(rho: float, alpha: float, held: bool, small: bool) -> float:
         rho *= PROX_FAST if held or small else PROX_DOWN
         return 0.0 if rho < PROX_OFF * PROX_START else rho
     if alpha <= PROX_SHORT and not small:
-        return max(PROX_UP * rho, PROX_FLOOR * PROX_START)
+        return min(max(PROX_UP * rho, PROX_FLOOR * PROX_START), PROX_MAX)
     return rho
 
 
@@ -253,18 +290,43 @@ def merit_noise(J: float, nu: float, x: FloatArray) -> float:
     return ROUNDING * (1.0 + abs(J) + nu * float(np.abs(x[1:]).sum()))
 
 
-def _first_qp(qp_step: Callable[..., SQPStep], x: FloatArray, u: FloatArray, loose: bool,
-              scale: float) -> tuple[SQPStep, bool, bool]:
-    """A fresh guess's first QP, plain; for a far start (its step above `QP_LOOSE_STEP` of `scale`) solved again
-    with the proximal term at `PROX_START` (its scale this QP's), and True: the term's rule applies; the last: the
-    term covers the states too (the plain QP's state step above `PROX_STATES_STEP`)."""
+def _first_qp(qp_step: Callable[..., SQPStep], s: _Iterate, loose: bool,
+              reseed: Callable[[], tuple[FloatArray, FloatArray]] | None) -> SQPStep:
+    """A fresh guess's first QP, plain; for a far start (its step above `QP_LOOSE_STEP` of the trajectory's scale)
+    solved again with the proximal term at `PROX_START` (its scale this QP's; ``s.damp``: the term's rule applies;
+    ``s.states``: the term covers the states too, where the plain QP's state step is above `PROX_STATES_STEP`). A
+    plain QP that cannot meet its hard rows, or whose iterates diverge, is a far start's too, the states' term
+    included. Where the guess is that far off (its QP unsolved, or its step beyond `RESEED_STEP`), the iteration
+    goes on from `reseed` (a guess held at the measured state) instead, where that guess's QP is solved: a
+    trajectory stored for another state is inconsistent with the dynamics from this one; on an unstable plant its
+    linearisation predicts an excursion no row can hold (the double pendulum on a cart fallen, about its upright
+    guess: states 1e5 times the cart's bound, multipliers 1e12), and where its QP solves it leads the iteration
+    through another manoeuvre's basin (the cart-pole with the pole at -3.06 rad from the swing-up stored for +pi:
+    298 iterations against 14 held; two_link_arm near rest from its swing-up: 4 of 12 failed, none held). Measured
+    on far starts of the built-in models, choosing by the first QP's step or its predicted cost instead kept the
+    stored guess in those cases."""
+    qp, state_step, step = _plain(qp_step, s.x, s.u, loose)
+    if reseed is not None and (not qp.ok or step > RESEED_STEP):
+        x, u = reseed()
+        if not (np.array_equal(x, s.x) and np.array_equal(u, s.u)):  # (already held: nothing else to try)
+            held, held_state, held_step = _plain(qp_step, x, u, loose)
+            if held.ok:
+                s.x, s.u, qp, state_step, step = x, u, held, held_state, held_step
+    s.damp = PROX_START > 0 and ((qp.ok and step > QP_LOOSE_STEP) or qp.status in (2, 5))
+    s.states = s.damp and bool(not qp.ok or state_step > PROX_STATES_STEP)
+    s.rho = PROX_START if s.damp else 0.0
+    return qp_step(s.x, s.u, loose, PROX_START, None, s.states) if s.damp else qp
+
+
+def _plain(qp_step: Callable[..., SQPStep], x: FloatArray, u: FloatArray, loose: bool
+           ) -> tuple[SQPStep, float, float]:
+    """The plain QP at (x, u), its state step and its whole step (relative to the trajectory's scale)."""
+    scale = 1.0 + max(np.abs(x).max(initial=0.0), np.abs(u).max(initial=0.0))
     qp = qp_step(x, u, loose, 0.0, None)
-    state_step = np.abs(qp.x - x).max(initial=0.0) / scale
-    step = max(state_step, np.abs(qp.u - u).max(initial=0.0) / scale)
-    if qp.ok and step > QP_LOOSE_STEP and PROX_START > 0:
-        states = bool(state_step > PROX_STATES_STEP)
-        return qp_step(x, u, loose, PROX_START, None, states), True, states
-    return qp, False, False  # (a near start: plain QPs throughout)
+    if not qp.ok:
+        return qp, np.inf, np.inf
+    state_step = float(np.abs(qp.x - x).max(initial=0.0)) / scale
+    return qp, state_step, max(state_step, float(np.abs(qp.u - u).max(initial=0.0)) / scale)
 
 
 def _watchdog(best: tuple[float, float] | None, stall: int, history: deque[tuple[float, float]], J: float, V: float,
@@ -282,112 +344,227 @@ def _watchdog(best: tuple[float, float] | None, stall: int, history: deque[tuple
     return best, stall, history
 
 
+@dataclass
+class _Iterate:
+    """`sqp`'s state between iterations (see its body)."""
+
+    x: FloatArray
+    u: FloatArray
+    nu: float = 0.0  # the l1 merit's weight
+    step: float = np.inf  # the last QP's step (relative), times the line search's length
+    stationarity: float = np.inf
+    exact: bool = False  # the QPs exact for good (an inexact QP's step did not descend)
+    rho: float = 0.0  # the proximal term's weight (relative)
+    damp: bool = False  # its rule applies (a far start's)
+    states: bool = False  # the term on the states too (until the first full step)
+    prox_scale: float | None = None
+    proposed: float = np.inf  # the last QP's step before the line search (relative)
+    newton: bool = False  # the QPs' Hessian is the Lagrangian's (see `sqp`)
+    elastic: float = 0.0  # the last QP's elastic weight (0: not elastic)
+    violation: float = 0.0  # its hard rows' linearised violation at its solution (l1)
+
+
+def _elastic_weight(it: _Iterate, qp: SQPStep) -> float:
+    """The first elastic weight of an iteration whose QP cannot meet its hard rows: above the merit's weight and
+    `ELASTIC_START` times the cost gradient's scale (the size a hard row's multiplier has where the rows bind)."""
+    return max(it.nu, ELASTIC_START * (1.0 + qp.gradient))
+
+
+def _solve_qp(state: _Iterate, k: int, qp_step: Callable[..., SQPStep], loose: bool, prox: bool,
+              reseed: Callable[[], tuple[FloatArray, FloatArray]] | None) -> SQPStep:
+    """Iteration k's QP: plain, or with the proximal term (a cold solve's, see the module docstring); where it
+    cannot meet its hard rows (infeasible), elastic (see `ELASTIC_START`): its weight raised by `ELASTIC_STEER`
+    while that more than halves the hard rows' linearised violation, at most `ELASTIC_TRIES` times."""
+    if prox and k == 0:
+        qp = _first_qp(qp_step, state, loose, reseed)
+    else:
+        qp = _call(qp_step, prox, state, loose)
+    state.elastic, state.violation = 0.0, 0.0
+    if qp.ok or qp.status != 2:
+        return qp
+    weight = _elastic_weight(state, qp)
+    qp = _call(qp_step, prox, state, loose, elastic=weight)
+    for _ in range(ELASTIC_TRIES):
+        if not qp.ok or qp.violation <= 0.0:
+            break
+        more = _call(qp_step, prox, state, loose, elastic=ELASTIC_STEER * weight)
+        if not (more.ok and more.violation < 0.5 * qp.violation):
+            break
+        qp, weight = more, ELASTIC_STEER * weight
+    state.elastic, state.violation = (weight, qp.violation) if qp.ok else (0.0, 0.0)
+    return qp
+
+
+def _call(qp_step: Callable[..., SQPStep], prox: bool, state: _Iterate, loose: bool, **extra: object) -> SQPStep:
+    """`qp_step` at the iterate (with `prox`, the proximal term's arguments)."""
+    extra.setdefault("curvature", state.proposed <= CURVATURE_STEP)
+    if prox:
+        return qp_step(state.x, state.u, loose, state.rho, state.prox_scale, state.states, **extra)
+    return qp_step(state.x, state.u, loose, **extra)
+
+
+def _infeasibility(x: FloatArray, u: FloatArray, defects: Callable[[FloatArray, FloatArray], FloatArray]) -> float:
+    """The largest violation of a hard row (bounds, path and terminal constraints) at (x, u): `defects` after the
+    dynamics' (N nx entries)."""
+    n = (x.shape[0] - 1) * x.shape[1]
+    return float(np.abs(defects(x, u)[n:]).max(initial=0.0))
+
+
 def sqp(x: FloatArray, u: FloatArray, qp_step: Callable[..., SQPStep],
         objective: Callable[[FloatArray, FloatArray], float],
         defects: Callable[[FloatArray, FloatArray], FloatArray], *, max_iter: int = 50,
-        tolerances: dict[str, float] | None = None, prox: bool = False) -> SQPResult:
+        tolerances: dict[str, float] | None = None, prox: bool = False,
+        reseed: Callable[[], tuple[FloatArray, FloatArray]] | None = None, newton: bool = False) -> SQPResult:
     """Iterate from the guess (x, u) (x[0] the measured state) to a KKT point.
 
     Parameters
     ----------
     x, u : ndarray, shapes (N+1, nx), (N, nu)
-    qp_step : callable ``(x, u, loose) -> SQPStep``, with `prox` ``(x, u, loose, rho, scale, states) -> SQPStep``
+    qp_step : callable ``(x, u, loose, *, trial=None, elastic=0.0) -> SQPStep``, with `prox`
+              ``(x, u, loose, rho, scale, states, *, trial=None, elastic=0.0) -> SQPStep``
         Linearise at (x, u) and solve the QP from there, to the tolerances ``qp_tolerances(loose, ...)``; with
         ``rho > 0`` its cost has ``rho scale / 2 |u - u_w|^2`` added, u_w the iterate's inputs (`states`: and
         ``rho scale / 2 |x - x_w|^2``, x_1..x_N); `scale` None
         (the first QP): the QP's own largest diagonal Hessian entry, returned as the step's ``hessian_scale``
         and passed to every later QP (the first QP's, Gauss-Newton's: later ones may hold curvature).
+        ``trial`` (x_t, u_t): the second-order correction of the QP for that trial point (its constraints shifted
+        by their linearisation's error there); ``elastic`` > 0: the QP elastic at that weight
+        (`shooting.qp.StageQP.elastic`).
     objective : callable ``(x, u) -> float``
         The OCP's objective J.
     defects : callable ``(x, u) -> ndarray``
-        The constraints' violations: x_{k+1} - F(x_k, u_k), and by how much hard bounds are exceeded.
+        The constraints' violations: x_{k+1} - F(x_k, u_k) (the first N nx entries), then by how much the hard
+        rows (bounds, path and terminal constraints) are exceeded.
     max_iter : int
     tolerances : dict, optional
         ``step``, ``defect``, ``stationarity`` (default `SQP_TOLERANCES["double"]`).
     prox : bool
         A proximal term on the inputs (from a fresh guess: see the module's docstring).
+    reseed : callable ``() -> (x, u)``, optional
+        With `prox`: a guess held at the measured state, taken where the given guess's first QP is far off
+        (see `_first_qp`).
+    newton : bool
+        The QPs carry the Lagrangian's curvature (an exact Hessian): its line search corrects a refused full
+        step to second order (`SOC`) and the merit's weight may fall (`PENALTY_DECREASE`). Gauss-Newton's steps
+        converge linearly, at a rate above 1 where the multipliers are large, and both then let such steps
+        through (the cart-pole's 22 far starts: 21 converged without, 18 with either).
 
     Returns
     -------
     SQPResult
     """
     tol = {**SQP_TOLERANCES["double"], **(tolerances or {})}
-    nu_pen, step_size, stationarity = 0.0, np.inf, np.inf
     best: tuple[float, float] | None = None  # (J, V) of the lowest phi so far, and the iterations since
     stall = 0
-    exact = False  # (set for good when an inexact QP's step did not descend)
-    x, u = np.array(x, dtype=float), np.array(u, dtype=float)
+    s = _Iterate(np.array(x, dtype=float), np.array(u, dtype=float), newton=newton)
     history: deque[tuple[float, float]] = deque(maxlen=NONMONOTONE)  # (J, V) of the last NONMONOTONE iterates
-    rho, damp = 0.0, False  # (the proximal term's weight, and whether its rule applies: a far start's)
-    states = False  # (the term on the states too: from a far first QP's, until the first full step)
-    prox_scale: float | None = None
+
+    def result(k: int, status: int, message: str = "", at: tuple[FloatArray, FloatArray] | None = None
+               ) -> SQPResult:
+        xs, us = (s.x, s.u) if at is None else at
+        return SQPResult(xs, us, k, status, s.step, defect, message, s.nu, s.stationarity,
+                         _infeasibility(xs, us, defects))
+
     for it in range(max_iter + 1):
-        scale = 1.0 + max(np.abs(x).max(initial=0.0), np.abs(u).max(initial=0.0))
-        defect = float(np.abs(defects(x, u)).max(initial=0.0)) / scale
-        if step_size <= tol["step"] and defect <= tol["defect"]:
-            if rho == 0.0:
-                return SQPResult(x, u, it, 0, step_size, defect, merit_weight=nu_pen, stationarity=stationarity)
-            rho = 0.0  # (a small proximal step: the plain QP decides)
+        scale = 1.0 + max(np.abs(s.x).max(initial=0.0), np.abs(s.u).max(initial=0.0))
+        defect = float(np.abs(defects(s.x, s.u)).max(initial=0.0)) / scale
+        if s.step <= tol["step"] and s.elastic > 0 and s.violation > 0 and defect > tol["defect"]:
+            # a stationary point of the merit at which the hard rows' linearisation cannot be met: the NLP is
+            # locally infeasible (the elastic QP's step vanishes with its slacks positive)
+            return result(it, 2, f"infeasible: the hard rows cannot be met near this point (violated by up to "
+                                 f"{_infeasibility(s.x, s.u, defects):.3g})")
+        if s.step <= tol["step"] and defect <= tol["defect"]:
+            if s.rho == 0.0:
+                return result(it, 0)
+            s.rho = 0.0  # (a small proximal step: the plain QP decides)
         if it == max_iter:
-            return SQPResult(x, u, it, 1, step_size, defect, SQP_STATUS[1], nu_pen, stationarity)
-        loose = not exact and step_size > QP_LOOSE_STEP
-        if prox and it == 0:
-            qp, damp, states = _first_qp(qp_step, x, u, loose, scale)
-            rho = PROX_START if damp else 0.0
-        else:
-            qp = qp_step(x, u, loose, rho, prox_scale, states) if prox else qp_step(x, u, loose)
+            return result(it, 1, SQP_STATUS[1])
+        loose = not s.exact and s.step > QP_LOOSE_STEP
+        qp = _solve_qp(s, it, qp_step, loose, prox, reseed)
         if not qp.ok:
-            return SQPResult(x, u, it, 2, step_size, defect, f"{SQP_STATUS[2]}: {qp.message}", nu_pen,
-                             stationarity)
-        dx, du = qp.x - x, qp.u - u
-        if prox and prox_scale is None:
-            prox_scale = qp.hessian_scale
-        step_size = max(np.abs(dx).max(initial=0.0), np.abs(du).max(initial=0.0)) / scale
-        nu_pen = max(nu_pen, 1.1 * qp.multiplier)
-        V = float(np.abs(defects(x, u)).sum())
-        J = objective(x, u)
-        if not loose and tol["stationarity"] > 0 and rho == 0.0:
-            stationarity = qp.stationarity
-            if stationarity <= tol["stationarity"] and defect <= tol["defect"] and \
+            return result(it, 2, f"{SQP_STATUS[2]}: {qp.message}")
+        if it == 0:  # (the first QP may have re-seeded the guess)
+            scale = 1.0 + max(np.abs(s.x).max(initial=0.0), np.abs(s.u).max(initial=0.0))
+        dx, du = qp.x - s.x, qp.u - s.u
+        if prox and s.prox_scale is None:
+            s.prox_scale = qp.hessian_scale
+        s.step = s.proposed = max(np.abs(dx).max(initial=0.0), np.abs(du).max(initial=0.0)) / scale
+        s.nu = _merit_weight(s.nu, qp.multiplier, s.elastic, s.newton)
+        V = float(np.abs(defects(s.x, s.u)).sum())
+        J = objective(s.x, s.u)
+        if not loose and tol["stationarity"] > 0 and s.rho == 0.0 and s.elastic == 0.0:
+            s.stationarity = qp.stationarity
+            if s.stationarity <= tol["stationarity"] and defect <= tol["defect"] and \
                     abs(qp.model_decrease) <= tol["stationarity"] * (1.0 + abs(J)):
                 # (the full step, a Newton step from a KKT point to the tolerances: the QP's solution, which a
                 # feedback at this state solves for again)
-                return SQPResult(qp.x, qp.u, it + 1, 0, step_size, defect, merit_weight=nu_pen,
-                                 stationarity=stationarity)
-        phi = J + nu_pen * V
+                return result(it + 1, 0, at=(qp.x, qp.u))
+        phi = J + s.nu * V
         # The watchdog (Chamberlain, Powell, Lemarechal and Pedersen, Math. Prog. Study 16, 1982, in the
         # nonmonotone form of Grippo et al.): once phi has not fallen below its best by WATCHDOG_DECREASE
         # (relative) for STALL iterations, the line search turns monotone for good. The nonmonotone reference can
         # otherwise keep accepting a cycle of full steps near the optimum (the cart-pole from table 9's start 0:
         # 300 iterations with its cost within 0.6 % of IPOPT's and defects of 1e-3 to 4e-2).
-        best, stall, history = _watchdog(best, stall, history, J, V, nu_pen)
-        reference = max(Jh + nu_pen * Vh for Jh, Vh in history)
-        pred = max(qp.model_decrease + nu_pen * V, 0.0)
-        alpha, retry = 1.0, False
-        while True:
-            xt, ut = x + alpha * dx, u + alpha * du
-            phi_t = objective(xt, ut) + nu_pen * float(np.abs(defects(xt, ut)).sum())
-            # (the slack: rounding in phi itself, so that a step at the precision's floor is not refused)
-            if np.isfinite(phi_t) and phi_t <= reference - ARMIJO * alpha * pred + ROUNDING * (1.0 + abs(phi)):
-                break
-            if alpha <= MIN_STEP:
-                if step_size <= tol["step"]:  # a step at the precision's floor: as converged as it gets
-                    break
-                if loose:  # an inexact QP's step that does not descend: again, exactly from now on
-                    exact = retry = True
-                    break
-                if rho == 0.0 and defect <= tol["defect"] and (
-                        step_size <= tol["floor"] or (tol["floor"] > 0 and pred <= merit_noise(J, nu_pen, x))):
-                    # (the merit's resolution: see SQP_TOLERANCES; w stays, converged)
-                    return SQPResult(x, u, it, 0, step_size, defect, merit_weight=nu_pen, stationarity=stationarity)
-                return SQPResult(x, u, it, 3, step_size, defect, f"{SQP_STATUS[3]} (merit {phi:.6g})", nu_pen,
-                                 stationarity)
-            alpha *= BACKTRACK
-        if retry:
-            continue  # (this iterate again)
-        x, u = xt, ut
-        if damp:
-            rho = next_prox(rho, alpha, pred > 0 and phi - phi_t >= PROX_GAIN * pred, step_size <= PROX_SMALL)
-            states = states and alpha < 1.0
-        step_size *= alpha
+        best, stall, history = _watchdog(best, stall, history, J, V, s.nu)
+        reference = max(Jh + s.nu * Vh for Jh, Vh in history)
+        # the decrease the QP's model predicts: of J, and of nu V to the elastic rows' linearised violation
+        pred = max(qp.model_decrease + s.nu * (V - s.violation), 0.0)
+        found = _line_search(s, qp, qp_step, prox, loose, objective, defects, reference, pred, phi)
+        if found is None:  # (no step of at least MIN_STEP descends)
+            if s.step <= tol["step"]:  # a step at the precision's floor: as converged as it gets
+                found = (MIN_STEP, s.x + MIN_STEP * dx, s.u + MIN_STEP * du, phi)
+            elif loose:  # an inexact QP's step that does not descend: again, exactly from now on
+                s.exact = True
+                continue  # (this iterate again)
+            elif s.rho == 0.0 and defect <= tol["defect"] and (
+                    s.step <= tol["floor"] or (tol["floor"] > 0 and pred <= merit_noise(J, s.nu, s.x))):
+                return result(it, 0)  # (the merit's resolution: see SQP_TOLERANCES; w stays, converged)
+            else:
+                return result(it, 3, f"{SQP_STATUS[3]} (merit {phi:.6g})")
+        alpha, s.x, s.u, phi_t = found
+        if s.damp:
+            s.rho = next_prox(s.rho, alpha, pred > 0 and phi - phi_t >= PROX_GAIN * pred, s.step <= PROX_SMALL)
+            s.states = s.states and alpha < 1.0
+        s.step *= alpha
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _merit_weight(nu: float, multiplier: float, elastic: float, newton: bool) -> float:
+    """The l1 merit's weight after a QP whose largest multiplier is `multiplier` (an elastic QP's weight
+    `elastic`): at least 1.1 times it (its step then descends on the merit: Nocedal and Wright, thm. 18.2) and the
+    elastic weight; with `PENALTY_DECREASE` and `newton` it may fall, halfway to that at a time (Powell's rule,
+    Math. Prog. 14, 1978, sec. 3), else it never decreases."""
+    floor = max(1.1 * multiplier, elastic)
+    return max(floor, 0.5 * (nu + floor)) if PENALTY_DECREASE and newton else max(nu, floor)
+
+
+def _line_search(s: _Iterate, qp: SQPStep, qp_step: Callable[..., SQPStep], prox: bool, loose: bool,
+                 objective: Callable[[FloatArray, FloatArray], float],
+                 defects: Callable[[FloatArray, FloatArray], FloatArray], reference: float, pred: float,
+                 phi: float) -> tuple[float, FloatArray, FloatArray, float] | None:
+    """The step along the QP's (alpha, x, u, phi there) that the nonmonotone Armijo test accepts, or None.
+
+    A full step that fails it is first corrected (`SOC`: the second-order correction, Nocedal and Wright,
+    sec. 15.5 and 18.3: the QP again with its constraints shifted by their linearisation's error at the trial
+    point, c(w + d) - J d in place of c(w), which removes the second-order growth of the defects that makes an
+    l1 merit refuse a Newton step near a solution, the Maratos effect); taken when the test accepts it."""
+    dx, du = qp.x - s.x, qp.u - s.u
+    slack = ROUNDING * (1.0 + abs(phi))  # (rounding in phi itself, so that a step at the precision's floor passes)
+
+    def merit(xt: FloatArray, ut: FloatArray) -> float:
+        return objective(xt, ut) + s.nu * float(np.abs(defects(xt, ut)).sum())
+
+    alpha = 1.0
+    while alpha >= MIN_STEP:
+        xt, ut = s.x + alpha * dx, s.u + alpha * du
+        phi_t = merit(xt, ut)
+        if np.isfinite(phi_t) and phi_t <= reference - ARMIJO * alpha * pred + slack:
+            return alpha, xt, ut, phi_t
+        if alpha == 1.0 and SOC and s.newton:
+            corrected = _call(qp_step, prox, s, loose, trial=(xt, ut), elastic=s.elastic)
+            if corrected.ok:
+                phi_c = merit(corrected.x, corrected.u)
+                if np.isfinite(phi_c) and phi_c <= reference - ARMIJO * pred + slack:
+                    return 1.0, corrected.x, corrected.u, phi_c
+        alpha *= BACKTRACK
+    return None

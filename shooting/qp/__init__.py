@@ -18,6 +18,8 @@ from shooting.qp.stage_qp import (
     StageQPResult,
     hessian_scale,
     shifted_result,
+    stage_qp_gradient_scale,
+    stage_qp_hard_violation,
     stage_qp_objective,
     stage_qp_stationarity,
     with_input_prox,
@@ -25,5 +27,6 @@ from shooting.qp.stage_qp import (
 )
 
 __all__ = ["OCP_QP_STATUS", "OCP_QP_TOLERANCES", "OCPQPSizes", "StageQP", "StageQPResult", "WARM_PUSH",
-           "hessian_scale", "shifted_result", "solve_stage_qp", "stage_qp_objective",
+           "hessian_scale", "shifted_result", "solve_stage_qp", "stage_qp_gradient_scale",
+           "stage_qp_hard_violation", "stage_qp_objective",
            "stage_qp_stationarity", "with_input_prox", "with_prox"]

@@ -20,8 +20,8 @@ import numpy.typing as npt
 from shooting.options import Real
 
 __all__ = ["OCP_QP_STATUS", "OCP_QP_TOLERANCES", "OCPQPSizes", "StageQP", "StageQPResult", "blocks",
-           "hessian_scale", "shifted_result", "stage_qp_objective", "stage_qp_stationarity", "with_input_prox",
-           "with_prox"]
+           "hessian_scale", "shifted_result", "stage_qp_gradient_scale", "stage_qp_hard_violation",
+           "stage_qp_objective", "stage_qp_stationarity", "with_input_prox", "with_prox"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -301,6 +301,57 @@ def stage_qp_stationarity(qp: StageQP, x: FloatArray, u: FloatArray, x_qp: Float
     return float(step / (1.0 + scale))
 
 
+def stage_qp_gradient_scale(qp: StageQP, x: FloatArray, u: FloatArray) -> float:
+    """The largest entry of the QP objective's gradient at (x (N+1, nx), u (N, nu)): of H z + [q; r] (the cost's
+    gradient there, for a QP linearised at that point)."""
+    z = qp.sizes
+    N, nx, nu = z.N, z.nx, z.nu
+    x, u = np.asarray(x, dtype=float).reshape(N + 1, nx), np.asarray(u, dtype=float).reshape(N, nu)
+    Q, S, R = blocks(qp.Q, N, (nx, nx), "Q"), blocks(qp.S, N, (nu, nx), "S"), blocks(qp.R, N, (nu, nu), "R")
+    q, r = blocks(qp.q, N + 1, (nx,), "q"), blocks(qp.r, N, (nu,), "r")
+    gx = np.einsum("kij,kj->ki", Q, x[:N]) + np.einsum("kji,kj->ki", S, u) + q[:N]
+    gu = np.einsum("kij,kj->ki", S, x[:N]) + np.einsum("kij,kj->ki", R, u) + r
+    gN = np.asarray(qp.Q_N, dtype=float).reshape(nx, nx) @ x[N] + q[N]
+    return float(max(np.abs(gx).max(initial=0.0), np.abs(gu).max(initial=0.0), np.abs(gN).max(initial=0.0)))
+
+
+def stage_qp_hard_violation(qp: StageQP, x: FloatArray, u: FloatArray) -> float:
+    """The l1 sum of the hard state bounds', general and terminal rows' violations at (x (N+1, nx), u (N, nu)):
+    what an elastic QP prices at its weight (its slacks' sum at its solution)."""
+    z = qp.sizes
+    N, nx, nu = z.N, z.nx, z.nu
+    x, u = np.asarray(x, dtype=float).reshape(N + 1, nx), np.asarray(u, dtype=float).reshape(N, nu)
+    return sum(float(excess[..., ~soft].sum()) for excess, soft in _excess(qp, x, u))
+
+
+def _excess(qp: StageQP, x: FloatArray, u: FloatArray) -> list[tuple[FloatArray, npt.NDArray[np.bool_]]]:
+    """Per kind of row (state bounds, general rows, terminal rows): how far (x, u) lies beyond each row's bounds
+    (N, n) or (n,), and which rows are soft."""
+    z = qp.sizes
+    N, nx, nu = z.N, z.nx, z.nu
+
+    def flags(soft: list[bool], n: int) -> npt.NDArray[np.bool_]:
+        return np.asarray(list(soft) if soft else [False] * n, dtype=bool)
+
+    out = []
+    if z.nbx:
+        idx = list(qp.idxbx)
+        lbx = blocks(-np.inf if qp.lbx is None else qp.lbx, N, (z.nbx,), "lbx")
+        ubx = blocks(np.inf if qp.ubx is None else qp.ubx, N, (z.nbx,), "ubx")
+        v = x[1:, idx]
+        out.append((np.maximum(0.0, np.maximum(lbx - v, v - ubx)), flags(qp.soft_bx, z.nbx)))
+    if z.ng:
+        C, D = blocks(qp.C, N, (z.ng, nx), "C"), blocks(qp.D, N, (z.ng, nu), "D")
+        g = np.einsum("kij,kj->ki", C, x[:N]) + np.einsum("kij,kj->ki", D, u)
+        lg, ug = blocks(qp.lg, N, (z.ng,), "lg"), blocks(qp.ug, N, (z.ng,), "ug")
+        out.append((np.maximum(0.0, np.maximum(lg - g, g - ug)), flags(qp.soft_g, z.ng)))
+    if z.ngN:
+        gN = np.asarray(qp.CN, dtype=float).reshape(z.ngN, nx) @ x[N]
+        lgN, ugN = np.asarray(qp.lgN, dtype=float), np.asarray(qp.ugN, dtype=float)
+        out.append((np.maximum(0.0, np.maximum(lgN - gN, gN - ugN)), flags(qp.soft_gN, z.ngN)))
+    return out
+
+
 def stage_qp_objective(qp: StageQP, x: FloatArray, u: FloatArray) -> float:
     """The QP's objective at (x (N+1, nx), u (N, nu)), soft rows' penalties l1 s + l2 s^2 at their smallest slacks
     (and an elastic QP's ``elastic * s`` on its hard rows).
@@ -317,25 +368,11 @@ def stage_qp_objective(qp: StageQP, x: FloatArray, u: FloatArray) -> float:
     QN = np.asarray(qp.Q_N, dtype=float).reshape(nx, nx)
     total += 0.5 * x[N] @ QN @ x[N] + q[N] @ x[N]
 
-    def penalty(values: FloatArray, lo: FloatArray, hi: FloatArray, soft: list[bool]) -> float:
-        flags = np.asarray(list(soft) if soft else [False] * values.shape[-1], dtype=bool)
-        excess = np.maximum(0.0, np.maximum(lo - values, values - hi))
-        elastic = qp.elastic * float(excess[..., ~flags].sum()) if qp.elastic > 0 else 0.0
-        excess = excess[..., flags]
-        return float(qp.l1 * excess.sum() + qp.l2 * (excess ** 2).sum()) + elastic
-
-    if z.nbx:
-        idx = list(qp.idxbx)
-        lbx = blocks(-np.inf if qp.lbx is None else qp.lbx, N, (z.nbx,), "lbx")
-        ubx = blocks(np.inf if qp.ubx is None else qp.ubx, N, (z.nbx,), "ubx")
-        total += penalty(x[1:, idx], lbx, ubx, qp.soft_bx)
-    if z.ng:
-        C, D = blocks(qp.C, N, (z.ng, nx), "C"), blocks(qp.D, N, (z.ng, nu), "D")
-        g = np.einsum("kij,kj->ki", C, x[:N]) + np.einsum("kij,kj->ki", D, u)
-        total += penalty(g, blocks(qp.lg, N, (z.ng,), "lg"), blocks(qp.ug, N, (z.ng,), "ug"), qp.soft_g)
-    if z.ngN:
-        gN = np.asarray(qp.CN, dtype=float).reshape(z.ngN, nx) @ x[N]
-        total += penalty(gN, np.asarray(qp.lgN, dtype=float), np.asarray(qp.ugN, dtype=float), qp.soft_gN)
+    for excess, soft in _excess(qp, x, u):
+        held = excess[..., soft]
+        total += qp.l1 * held.sum() + qp.l2 * (held ** 2).sum()
+        if qp.elastic > 0:
+            total += qp.elastic * excess[..., ~soft].sum()
     return float(total)
 
 
