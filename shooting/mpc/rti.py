@@ -558,10 +558,10 @@ class RTIController:
 
         def qp_step(xs: npt.NDArray[np.float64], us: npt.NDArray[np.float64], loose: bool, rho: float = 0.0,
                     scale: float | None = None, states: bool = False, trial: Any = None,
-                    elastic: float = 0.0, curvature: bool = True) -> SQPStep:
+                    elastic: float = 0.0, curvature: bool = True, again: bool = False) -> SQPStep:
             step = builder.sqp_step(xs, us, xr, ur, pp, t0, u_prev, last[0], loose, rho, scale, states, trial,
-                                    elastic, curvature)
-            last[0] = step.qp
+                                    elastic, curvature, again)
+            last[0] = step.qp if step.ok else None  # (a QP that failed leaves no warm start: the C's next is cold)
             return step
 
         result = sqp(x, u, qp_step,

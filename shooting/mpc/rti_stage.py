@@ -136,6 +136,7 @@ class StageQPBuilder:
         self.solver: CompiledStageQP | None = None
         self._curvature: tuple[ca.Function, ca.Function | None] | None = None
         self._phi: FloatArray | None = None  # the last exact QP's shift (`shooting.mpc.reduced_convexity`)
+        self._built: tuple[StageQP, FloatArray | None] | None = None  # the last SQP QP as built, and its shift
         if hessian == "exact":
             stage, terminal = curvature_functions(ocp)
             self._curvature = stage.map(N), terminal
@@ -378,7 +379,7 @@ class StageQPBuilder:
                  t0: float, u_prev: FloatArray, last: StageQPResult | None = None,
                  loose: bool = False, prox: float = 0.0, prox_scale: float | None = None,
                  prox_states: bool = False, trial: tuple[FloatArray, FloatArray] | None = None,
-                 elastic: float = 0.0, curvature: bool = True) -> SQPStep:
+                 elastic: float = 0.0, curvature: bool = True, again: bool = False) -> SQPStep:
         """One SQP iteration's QP: linearise at (x, u) (x[0] the measured state) and solve from there, trying
         the `last` iteration's active set first (`solve_stage_qp`'s shortcut; else a cold start, as the C), to
         the tolerances ``qp_tolerances(loose, ...)`` (False: the QP's own); `prox` > 0 adds the proximal term
@@ -388,18 +389,27 @@ class StageQPBuilder:
         plain QP's). `trial` (x_t, u_t): the QP's constraints corrected to second order for that point
         (`correct`); `elastic` > 0: its hard rows elastic at that weight (`shooting.qp.StageQP.elastic`; the step's
         ``violation`` their linearised violation at its solution); `curvature` False: an exact Hessian's QP
-        without the constraints' curvature (Gauss-Newton's)."""
+        without the constraints' curvature (Gauss-Newton's); `again` (and with `trial`): the QP this method
+        last built, solved again (its Hessian as built: the C solves again what it prepared)."""
         nx = self.ocp.nx
-        multipliers = last if curvature and not loose else None
-        qp = self.with_state(self.build(x, u, x_ref, u_ref, p, t0, u_prev, multipliers), x[0], u_prev)
-        where = self.nonfinite(qp)
-        if where is not None:
-            return SQPStep(x, u, False, 0.0, 0.0, f"non-finite QP data at {where} (the model's step or its "
-                                                 f"sensitivities are not finite at the linearisation point)", status=4)
-        if trial is not None:
-            self.correct(qp, x, u, trial[0], trial[1], p, t0)
+        if trial is None and not again:
+            multipliers = last if curvature and not loose else None
+            qp = self.with_state(self.build(x, u, x_ref, u_ref, p, t0, u_prev, multipliers), x[0], u_prev)
+            where = self.nonfinite(qp)
+            if where is not None:
+                return SQPStep(x, u, False, 0.0, 0.0, f"non-finite QP data at {where} (the model's step or its "
+                                                     f"sensitivities are not finite at the linearisation point)",
+                               status=4)
+            self._built = (_copied(qp), self._phi)  # (the plain QP: the model, and what a correction starts from)
+            model = self._built[0]
+        else:  # (this iteration's QP as built: elastic, or its rows corrected to second order)
+            assert self._built is not None
+            base, self._phi = self._built
+            qp = model = _copied(base)
+            if trial is not None:
+                self.correct(qp, trial[0], trial[1], p, t0)
         start = self.guess(x, u, u_prev)
-        scale = hessian_scale(qp) if prox_scale is None else prox_scale
+        scale = hessian_scale(model) if prox_scale is None else prox_scale
         proximal = with_prox(qp, prox * scale, x, u) if prox_states else with_input_prox(qp, prox * scale, u)
         proximal.elastic = elastic
         try:
@@ -407,50 +417,50 @@ class StageQPBuilder:
                              tolerances=qp_tolerances(loose, OCP_QP_TOLERANCES["double"]))
         finally:
             proximal.elastic = 0.0  # (the buffers' QP serves the real-time iterations next)
-        gradient = stage_qp_gradient_scale(qp, start, u)
+        gradient = stage_qp_gradient_scale(model, start, u)
         if res.status != 0:
             return SQPStep(x, u, False, 0.0, 0.0, res.message, status=res.status, gradient=gradient)
-        decrease = stage_qp_objective(qp, start, u) - stage_qp_objective(qp, res.x, res.u)
+        decrease = stage_qp_objective(model, start, u) - stage_qp_objective(model, res.x, res.u)
         if self._phi is not None:  # (the shift's terms off the dynamics: not the Lagrangian's model)
-            decrease -= telescoped(qp, self._phi, start, u) - telescoped(qp, self._phi, res.x, res.u)
+            decrease -= telescoped(model, self._phi, start, u) - telescoped(model, self._phi, res.x, res.u)
         # (an elastic QP: the plain QP's objective falls by J's model, and its hard rows' penalty by their violation
         # at the iterate less that at the solution; the merit's model takes the second part at its own weight)
-        violation = stage_qp_hard_violation(qp, res.x, res.u) if elastic > 0 else 0.0
+        violation = stage_qp_hard_violation(model, res.x, res.u) if elastic > 0 else 0.0
         return SQPStep(res.x[:, :nx], res.u, True, decrease, max(float(np.abs(res.pi).max(initial=0.0)),
-                                                                 hard_multiplier(res, qp)), qp=res,
-                       stationarity=stage_qp_stationarity(qp if self._phi is None else unshifted(qp, self._phi),
+                                                                 hard_multiplier(res, model)), qp=res,
+                       stationarity=stage_qp_stationarity(model if self._phi is None else unshifted(model, self._phi),
                                                           start, u, res.x, res.u), hessian_scale=scale,
                        violation=violation, gradient=gradient)
 
-    def correct(self, qp: StageQP, x: FloatArray, u: FloatArray, xt: FloatArray, ut: FloatArray, p: FloatArray,
-                t0: float) -> None:
-        """The second-order correction of `qp` (linearised at (x, u)) for the trial point (x_t, u_t), in place.
+    def correct(self, qp: StageQP, xt: FloatArray, ut: FloatArray, p: FloatArray, t0: float) -> None:
+        """The second-order correction of `qp` for the trial point (x_t, u_t), in place (the C: ``correct``).
 
         Each constraint c(w) (the dynamics' x_{k+1} - F(x_k, u_k), the path and terminal rows) keeps its Jacobian
         J and has c(w) replaced by c(w_t) - J (w_t - w) (the second-order correction: Nocedal and Wright,
         Numerical Optimization, 2nd ed., sec. 15.5 and 18.3): the QP's linearised rows then match the
         constraints at the trial point, so that its solution removes their second-order error there. In the QP's
-        form: b_k += e_k, e_k = F(x_t,k, u_t,k) - F(x_k, u_k) - A_k (x_t,k - x_k) - B_k (u_t,k - u_k), and each
-        row's bounds move by minus its own error."""
+        form each row's offset is taken at the trial point instead of the linearisation point:
+        b_k = F(x_t,k, u_t,k) - A_k x_t,k - B_k u_t,k, the path rows' C_k x_t,k + D_k u_t,k - h(x_t,k, u_t,k),
+        the terminal rows' C_N x_t,N - c(x_t,N)."""
         ocp = self.ocp
         N, nx = ocp.horizon, ocp.nx
-        F0 = np.array(self.linearise(x[:N].T, u.T, p.T, t0)[0], dtype=float).T
-        Ft = np.array(self.linearise(xt[:N].T, ut.T, p.T, t0)[0], dtype=float).T
-        dx, du = xt - x, ut - u
         assert qp.A is not None and qp.B is not None and qp.b is not None
-        qp.b[:, :nx] += Ft - F0 - np.einsum("kij,kj->ki", qp.A[:, :nx, :nx], dx[:N]) - \
-            np.einsum("kij,kj->ki", qp.B[:, :nx], du)
+        Ft = np.array(self.linearise(xt[:N].T, ut.T, p.T, t0)[0], dtype=float).T
+        qp.b[:, :nx] = Ft - np.einsum("kij,kj->ki", qp.A[:, :nx, :nx], xt[:N]) - \
+            np.einsum("kij,kj->ki", qp.B[:, :nx], ut)
         if self._path is not None and qp.C is not None and qp.D is not None and qp.ug is not None:
-            path = self._path.map(N)
-            e = np.array(path(xt[:N].T, ut.T, p.T)[0], dtype=float).T - \
-                np.array(path(x[:N].T, u.T, p.T)[0], dtype=float).T - \
-                np.einsum("kij,kj->ki", qp.C[:, :, :nx], dx[:N]) - np.einsum("kij,kj->ki", qp.D, du)
-            qp.ug[...] -= e
+            ht = np.array(self._path.map(N)(xt[:N].T, ut.T, p.T)[0], dtype=float).T
+            qp.ug[...] = np.einsum("kij,kj->ki", qp.C[:, :, :nx], xt[:N]) + np.einsum("kij,kj->ki", qp.D, ut) - ht
         if self._terminal is not None and qp.CN is not None and qp.lgN is not None and qp.ugN is not None:
-            e = np.array(self._terminal(xt[N], p[N - 1])[0], dtype=float).ravel() - \
-                np.array(self._terminal(x[N], p[N - 1])[0], dtype=float).ravel() - qp.CN[:, :nx] @ dx[N]
-            qp.lgN[...] -= e
-            qp.ugN[...] -= e
+            ct = np.array(self._terminal(xt[N], p[N - 1])[0], dtype=float).ravel()
+            qp.lgN[...] = qp.ugN[...] = qp.CN[:, :nx] @ xt[N] - ct
+
+
+def _copied(qp: StageQP) -> StageQP:
+    """A copy of `qp` whose arrays are its own (a compiled solver's QP is views of its buffers)."""
+    arrays: dict[str, Any] = {name: np.array(v) for name, v in vars(qp).items() if isinstance(v, np.ndarray)}
+    return dataclasses.replace(qp, **arrays)
+
 
 
 def nonfinite_where(qp: StageQP) -> str | None:

@@ -378,16 +378,22 @@ def _solve_qp(state: _Iterate, k: int, qp_step: Callable[..., SQPStep], loose: b
     if prox and k == 0:
         qp = _first_qp(qp_step, state, loose, reseed)
     else:
+        curved = state.newton and state.proposed <= CURVATURE_STEP
         qp = _call(qp_step, prox, state, loose)
+        if curved and not qp.ok and qp.status in (3, 4, 5):
+            # the Lagrangian's curvature at these multipliers made the QP fail (not convex after the
+            # regularisation, or its iterates overflowed: multipliers of 3e8 on the double pendulum fallen):
+            # this iteration's QP Gauss-Newton's
+            qp = _call(qp_step, prox, state, loose, curvature=False)
     state.elastic, state.violation = 0.0, 0.0
     if qp.ok or qp.status != 2:
         return qp
     weight = _elastic_weight(state, qp)
-    qp = _call(qp_step, prox, state, loose, elastic=weight)
+    qp = _call(qp_step, prox, state, loose, elastic=weight, again=True)
     for _ in range(ELASTIC_TRIES):
         if not qp.ok or qp.violation <= 0.0:
             break
-        more = _call(qp_step, prox, state, loose, elastic=ELASTIC_STEER * weight)
+        more = _call(qp_step, prox, state, loose, elastic=ELASTIC_STEER * weight, again=True)
         if not (more.ok and more.violation < 0.5 * qp.violation):
             break
         qp, weight = more, ELASTIC_STEER * weight
@@ -420,8 +426,8 @@ def sqp(x: FloatArray, u: FloatArray, qp_step: Callable[..., SQPStep],
     Parameters
     ----------
     x, u : ndarray, shapes (N+1, nx), (N, nu)
-    qp_step : callable ``(x, u, loose, *, trial=None, elastic=0.0) -> SQPStep``, with `prox`
-              ``(x, u, loose, rho, scale, states, *, trial=None, elastic=0.0) -> SQPStep``
+    qp_step : callable ``(x, u, loose, *, trial=None, elastic=0.0, curvature=True, again=False) -> SQPStep``,
+              with `prox` ``(x, u, loose, rho, scale, states, *, ...) -> SQPStep``
         Linearise at (x, u) and solve the QP from there, to the tolerances ``qp_tolerances(loose, ...)``; with
         ``rho > 0`` its cost has ``rho scale / 2 |u - u_w|^2`` added, u_w the iterate's inputs (`states`: and
         ``rho scale / 2 |x - x_w|^2``, x_1..x_N); `scale` None
@@ -429,7 +435,8 @@ def sqp(x: FloatArray, u: FloatArray, qp_step: Callable[..., SQPStep],
         and passed to every later QP (the first QP's, Gauss-Newton's: later ones may hold curvature).
         ``trial`` (x_t, u_t): the second-order correction of the QP for that trial point (its constraints shifted
         by their linearisation's error there); ``elastic`` > 0: the QP elastic at that weight
-        (`shooting.qp.StageQP.elastic`).
+        (`shooting.qp.StageQP.elastic`); ``curvature`` False: without the Lagrangian's curvature (see
+        `CURVATURE_STEP`); ``again``: the QP last built at (x, u) solved again (elastic).
     objective : callable ``(x, u) -> float``
         The OCP's objective J.
     defects : callable ``(x, u) -> ndarray``
