@@ -33,7 +33,7 @@ from shooting.codegen.templates import render, render_from
 from shooting.controller.ocp_qp import ocp_qp_source
 from shooting.integrate.integrator import build_integrator
 from shooting.model import Model
-from shooting.mpc.costs import CONVEXIFY_TAU, resolve_hessian
+from shooting.mpc.costs import CONVEXIFY_TAU, hessians
 from shooting.mpc.curvature import curvature_functions
 from shooting.mpc.divergence import prediction_limit
 from shooting.mpc.ocp import MultipleShootingOCP
@@ -42,13 +42,19 @@ from shooting.mpc.rti_stage import constraint_functions, cost_expansions, cost_v
 from shooting.mpc.sqp import (
     ARMIJO,
     COLD_START_ITERATIONS,
+    CURVATURE_STEP,
+    ELASTIC_START,
+    ELASTIC_STEER,
+    ELASTIC_TRIES,
     MAX_SQP_ITERATIONS,
     MIN_STEP,
     NONMONOTONE,
+    PENALTY_DECREASE,
     PROX_DOWN,
     PROX_FAST,
     PROX_FLOOR,
     PROX_GAIN,
+    PROX_MAX,
     PROX_OFF,
     PROX_SHORT,
     PROX_SMALL,
@@ -57,6 +63,8 @@ from shooting.mpc.sqp import (
     PROX_UP,
     QP_LOOSE,
     QP_LOOSE_STEP,
+    RESEED_STEP,
+    SOC,
     SQP_ROUNDING,
     SQP_TOLERANCES,
     STALL,
@@ -148,7 +156,9 @@ class ControllerSpec:
         The budget's defaults (``NAME_mpc_set_budget``): interior-point iterations per QP, SQP iterations per
         sample.
     hessian : {"gauss-newton", "exact"}
-        The QP's Hessian: the costs' (Gauss-Newton for the dynamics), or the Lagrangian's.
+        The real-time iterations' QP Hessian: the costs' (Gauss-Newton for the dynamics), or the Lagrangian's.
+    sqp_hessian : {"gauss-newton", "exact"}
+        The SQP's (solve, cold starts): see `shooting.mpc.costs.hessians`.
     curvature, curvature_n : casadi.Function or None
         With ``hessian="exact"``: the constraints' curvature per stage and at the end
         (`shooting.mpc.curvature.curvature_functions`).
@@ -189,8 +199,14 @@ class ControllerSpec:
     max_qp_iterations: int = 50
     max_sqp_iterations: int = COLD_START_ITERATIONS
     hessian: Hessian = "gauss-newton"
+    sqp_hessian: Hessian = "gauss-newton"
     curvature: ca.Function | None = None
     curvature_n: ca.Function | None = None
+
+    @property
+    def hessian_option(self) -> ControllerHessian:
+        """The `hessian` option that gives `RTIController` this spec's pair (``hessian``, ``sqp_hessian``)."""
+        return "auto" if (self.hessian, self.sqp_hessian) == ("gauss-newton", "exact") else self.hessian
 
     @property
     def rate(self) -> bool:
@@ -258,7 +274,7 @@ def controller_spec(ocp: MultipleShootingOCP, *, x0: object = None, guess: tuple
     if not isinstance(ocp, MultipleShootingOCP):
         raise ValueError(f"ocp must be a shooting.MultipleShootingOCP, got {type(ocp).__name__}")
     budget = budget_defaults(max_qp_iterations, max_sqp_iterations)
-    hessian_choice = resolve_hessian(hessian, ocp.problem.cost.stage_cost, ocp.problem.cost.terminal_cost)
+    hessian_choice, sqp_choice = hessians(hessian, ocp.problem.cost.stage_cost, ocp.problem.cost.terminal_cost)
     m = ocp.model
     if m.nz and (np.isfinite(m.z_min).any() or np.isfinite(m.z_max).any()):
         raise ValueError(f"the C controller does not impose the bounds on the algebraic states of model {m.name} "
@@ -293,7 +309,8 @@ def controller_spec(ocp: MultipleShootingOCP, *, x0: object = None, guess: tuple
     path, terminal = constraint_functions(ocp)
     cost_model, cost_model_n = cost_expansions(ocp)
     cost_value, cost_value_n = cost_values(ocp)
-    curvature, curvature_n = curvature_functions(ocp, unroll=None) if hessian_choice == "exact" else (None, None)
+    curvature, curvature_n = curvature_functions(ocp, unroll=None) if "exact" in (hessian_choice, sqp_choice) else \
+        (None, None)
     return ControllerSpec(
         model=model, step=step, horizon=ocp.horizon, dt=float(ocp.dt),
         method=ocp.problem.tableau.name or "custom tableau", steps=int(ocp.steps),
@@ -305,7 +322,8 @@ def controller_spec(ocp: MultipleShootingOCP, *, x0: object = None, guess: tuple
         x_guess=np.asarray(x_guess, dtype=float), u_guess=np.asarray(u_guess, dtype=float), guess_origin=origin,
         path=path, terminal=terminal, soft_path=bool(ocp.soft_path_constraints) and path is not None,
         cost_model=cost_model, cost_model_n=cost_model_n, cost_value=cost_value, cost_value_n=cost_value_n,
-        max_qp_iterations=budget[0], max_sqp_iterations=budget[1], hessian=hessian_choice, curvature=curvature,
+        max_qp_iterations=budget[0], max_sqp_iterations=budget[1], hessian=hessian_choice, sqp_hessian=sqp_choice,
+        curvature=curvature,
         curvature_n=curvature_n,
     )
 
@@ -427,6 +445,10 @@ def generate_controller(spec: ControllerSpec, name: str, *, real: Real = "double
         idxbx=", ".join(map(str, spec.bounded.tolist())) or "0",
         lbx=_values(spec.x_min if nb else [-np.inf], real), ubx=_values(spec.x_max if nb else [np.inf], real),
         soft_bx=", ".join(["1" if spec.soft else "0"] * max(nb, 1)),
+        elastic_bx=", ".join(["1" if spec.soft else "2"] * max(nb, 1)),
+        elastic_g=", ".join(["1" if spec.soft_path else "2"] * max(ng, 1)),
+        elastic_gN=", ".join(["2"] * max(ngN, 1)),
+        rti_exact=int(spec.hessian == "exact"), sqp_exact=int(spec.sqp_hessian == "exact"),
         x_ref0=_values(spec.x_ref, real), u_ref0=_values(spec.u_ref, real),
         p0=_values(spec.p0 if model.np else [0.0], real), x_guess=_values(spec.x_guess, real),
         u_guess=_values(spec.u_guess, real), dt=literal(spec.dt, real), l1=literal(spec.slack_l1, real),
@@ -450,7 +472,7 @@ def generate_controller(spec: ControllerSpec, name: str, *, real: Real = "double
                "bounded_states": nb, "max_iterations": spec.max_qp_iterations, "soft_x_bounds": spec.soft,
                "slack_l1": spec.slack_l1, "slack_l2": spec.slack_l2, "tolerances": tol,
                "warm_start": bool(WARM_START), "method": "interior point (Mehrotra), square-root Riccati per stage",
-               "hessian": spec.hessian},
+               "hessian": spec.hessian, "sqp_hessian": spec.sqp_hessian},
         "budget": {"max_qp_iterations": spec.max_qp_iterations, "max_sqp_iterations": spec.max_sqp_iterations},
         "guess": spec.guess_origin, "reentrant": emitter.reentrant, "heap": False,
         "reference": {"x_terminal": [float(v) for v in spec.x_ref[-1]], "u_first": [float(v) for v in spec.u_ref[0]]},
@@ -569,4 +591,7 @@ def _sqp_values(real: Real) -> dict[str, str | int]:
                 prox_states_step=literal(PROX_STATES_STEP if np.isfinite(PROX_STATES_STEP) else -1.0, real),
                 rounding=literal(SQP_ROUNDING[real], real), qp_loose_stat=literal(loose["tol_stat"], real),
                 qp_loose_eq=literal(loose["tol_eq"], real), qp_loose_mu=literal(loose["tol_mu"], real),
-                qp_loose_step=literal(QP_LOOSE_STEP, real))
+                qp_loose_step=literal(QP_LOOSE_STEP, real), elastic_start=literal(ELASTIC_START, real),
+                elastic_steer=literal(ELASTIC_STEER, real), elastic_tries=ELASTIC_TRIES,
+                reseed_step=literal(RESEED_STEP, real), curvature_step=literal(CURVATURE_STEP, real),
+                prox_max=literal(PROX_MAX, real), soc=int(SOC), penalty_decrease=int(PENALTY_DECREASE))

@@ -52,7 +52,7 @@ from shooting.mpc.rti import RTIController
 from shooting.mpc.rti_stage import StageQPBuilder
 from shooting.mpc.simulate import simulate_closed_loop
 from shooting.mpc.sqp import COLD_START_ITERATIONS, SQP_TOLERANCES, SQPResult, sqp
-from shooting.options import Hessian
+from shooting.options import ControllerHessian
 from shooting.qp import OCP_QP_TOLERANCES, StageQP, StageQPResult, solve_stage_qp
 from shooting.qp.render import MU_FLOOR
 
@@ -95,7 +95,7 @@ def reference_loop(ocp: MultipleShootingOCP, x0: FloatArray, steps: int, noise: 
 
 
 def reference_run(ocp: MultipleShootingOCP, x0: FloatArray, steps: int, noise: float = 0.0, *,
-                  hessian: Hessian = "gauss-newton", convexification: str = "riccati"
+                  hessian: ControllerHessian = "gauss-newton", convexification: str = "riccati"
                   ) -> tuple[FloatArray, FloatArray, list[str]]:
     """`reference_loop` with each sample's status (the check's explanations read them); `hessian` and
     `convexification` as the export's (`RTIController`'s)."""

@@ -149,7 +149,7 @@ class _Runs(ExportRuns):
         if self._ref is None:
             self.say(f"running the Python RTIController for {self.steps} samples (the reference)")
             rule = "stage" if self.export.manifest["real"] == "float" else "riccati"  # (the C's: c_source)
-            _, u, status = reference_run(self.ocp, self.x0, self.steps, self.noise, hessian=self.spec.hessian,
+            _, u, status = reference_run(self.ocp, self.x0, self.steps, self.noise, hessian=self.spec.hessian_option,
                                          convexification=rule)
             self._ref = u, status
         return self._ref

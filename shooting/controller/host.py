@@ -116,6 +116,7 @@ double shim_sqp_step(const {stem}_mem* m) {{ return (double)m->sqp_step; }}
 double shim_sqp_defect(const {stem}_mem* m) {{ return (double)m->sqp_defect; }}
 double shim_merit_weight(const {stem}_mem* m) {{ return (double)m->merit_weight; }}
 double shim_sqp_stationarity(const {stem}_mem* m) {{ return (double)m->sqp_stationarity; }}
+double shim_sqp_infeasibility(const {stem}_mem* m) {{ return (double)m->sqp_infeasibility; }}
 {name}_real* shim_x({stem}_mem* m) {{ return m->x; }}
 {name}_real* shim_u({stem}_mem* m) {{ return m->u; }}
 /* The sizes compiled in: the header's constants, and the length of each array of the
@@ -227,6 +228,7 @@ class HostController:
                                ("shim_sqp_step", ctypes.c_double),
                                ("shim_sqp_defect", ctypes.c_double), ("shim_merit_weight", ctypes.c_double),
                                ("shim_sqp_stationarity", ctypes.c_double),
+                               ("shim_sqp_infeasibility", ctypes.c_double),
                                ("shim_x", vp), ("shim_u", vp)):
             getattr(lib, fname).restype = restype
             getattr(lib, fname).argtypes = [vp]
@@ -346,11 +348,14 @@ class HostController:
         nx, nu = self.model.nx, self.model.nu
         self.x_pred = self._x_mem.astype(np.float64).reshape(self.horizon + 1, nx)
         self.u_pred = self._u_mem.astype(np.float64).reshape(self.horizon, nu)
+        infeasibility = float(self._lib.shim_sqp_infeasibility(self._mem))
+        message = "" if status == 0 else CONTROLLER_STATUS.get(status, f"status {status}")
+        if status == 2:
+            message = f"infeasible: the hard rows cannot be met near this point (violated by up to {infeasibility:.3g})"
         return SQPResult(self.x_pred.copy(), self.u_pred.copy(), int(self._lib.shim_sqp_iterations(self._mem)),
                          status, float(self._lib.shim_sqp_step(self._mem)),
-                         float(self._lib.shim_sqp_defect(self._mem)),
-                         "" if status == 0 else CONTROLLER_STATUS.get(status, f"status {status}"),
-                         float(self._lib.shim_merit_weight(self._mem)), math.inf if stat < 0 else stat)
+                         float(self._lib.shim_sqp_defect(self._mem)), message,
+                         float(self._lib.shim_merit_weight(self._mem)), math.inf if stat < 0 else stat, infeasibility)
 
     def _call(self, what: str, *args: object) -> int:
         return int(self._fn[what](self._mem, *args))

@@ -97,8 +97,8 @@ import numpy.typing as npt
 
 from shooting.qp import StageQPResult
 
-__all__ = ["ARMIJO", "COLD_START_ITERATIONS", "ELASTIC_START", "ELASTIC_STEER", "ELASTIC_TRIES", "MAX_SQP_ITERATIONS",
-           "MIN_STEP", "NONMONOTONE", "PENALTY_DECREASE", "PROX_DOWN",
+__all__ = ["ARMIJO", "COLD_START_ITERATIONS", "CURVATURE_STEP", "ELASTIC_START", "ELASTIC_STEER", "ELASTIC_TRIES",
+           "MAX_SQP_ITERATIONS", "MIN_STEP", "NONMONOTONE", "PENALTY_DECREASE", "PROX_DOWN", "PROX_MAX", "RESEED_STEP",
            "PROX_FAST", "PROX_FLOOR", "PROX_GAIN", "PROX_OFF", "PROX_SHORT", "PROX_SMALL", "PROX_START",
            "PROX_STATES_STEP", "PROX_UP",
            "QP_LOOSE", "QP_LOOSE_STEP", "SOC", "SQP_ROUNDING", "SQP_STATUS", "SQP_TOLERANCES", "STALL",
@@ -312,6 +312,8 @@ def _first_qp(qp_step: Callable[..., SQPStep], s: _Iterate, loose: bool,
             held, held_state, held_step = _plain(qp_step, x, u, loose)
             if held.ok:
                 s.x, s.u, qp, state_step, step = x, u, held, held_state, held_step
+            else:  # (the guess's QP again: what the C, which solves in place, does)
+                qp, state_step, step = _plain(qp_step, s.x, s.u, loose)
     s.damp = PROX_START > 0 and ((qp.ok and step > QP_LOOSE_STEP) or qp.status in (2, 5))
     s.states = s.damp and bool(not qp.ok or state_step > PROX_STATES_STEP)
     s.rho = PROX_START if s.damp else 0.0
@@ -492,6 +494,7 @@ def sqp(x: FloatArray, u: FloatArray, qp_step: Callable[..., SQPStep],
             return result(it, 2, f"{SQP_STATUS[2]}: {qp.message}")
         if it == 0:  # (the first QP may have re-seeded the guess)
             scale = 1.0 + max(np.abs(s.x).max(initial=0.0), np.abs(s.u).max(initial=0.0))
+            defect = float(np.abs(defects(s.x, s.u)).max(initial=0.0)) / scale
         dx, du = qp.x - s.x, qp.u - s.u
         if prox and s.prox_scale is None:
             s.prox_scale = qp.hessian_scale
