@@ -8,6 +8,8 @@ keeps a_lat hard)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import casadi as ca
 import numpy as np
 
@@ -17,20 +19,30 @@ MASS, C1, C2, CM1, CM2, CR0, CR2 = 0.043, 0.5, 15.5, 0.28, 0.05, 0.011, 0.006
 N, TF = 50, 1.0
 
 
+#: Tracks by their curvature kappa(s) [1/m]: our slalom, and two circuit-like ones (curvature between -0.2 and 0.8,
+#: mostly turning one way, as a closed circuit's; the second with a short chicane).
+TRACKS: dict[str, Callable[[ca.SX], ca.SX]] = {
+    "slalom": lambda s: 4.0 * ca.sin(np.pi * s / 1.5),
+    "circuit": lambda s: 0.3 + 0.5 * ca.sin(2 * np.pi * s / 6.0),
+    "circuit with a chicane": lambda s: 0.3 + 0.35 * ca.sin(2 * np.pi * s / 4.0) + 0.15 * ca.sin(2 * np.pi * s / 1.3),
+}
+
+
 def kappa(s: ca.SX) -> ca.SX:
-    return 4.0 * ca.sin(np.pi * s / 1.5)
+    return TRACKS["slalom"](s)
 
 
 def _drive(v: ca.SX, D: ca.SX) -> ca.SX:
     return (CM1 - CM2 * v) * D - CR2 * v * v - CR0 * ca.tanh(5 * v)
 
 
-def make_model() -> shooting.Model:
+def make_model(track: str = "slalom") -> shooting.Model:
+    curvature = TRACKS[track]
     x = ca.SX.sym("x", 6)
     u = ca.SX.sym("u", 2)
     s, n, alpha, v, D, delta = (x[i] for i in range(6))
-    sdot = v * ca.cos(alpha + C1 * delta) / (1 - kappa(s) * n)
-    xdot = ca.vertcat(sdot, v * ca.sin(alpha + C1 * delta), v * C2 * delta - kappa(s) * sdot,
+    sdot = v * ca.cos(alpha + C1 * delta) / (1 - curvature(s) * n)
+    xdot = ca.vertcat(sdot, v * ca.sin(alpha + C1 * delta), v * C2 * delta - curvature(s) * sdot,
                       _drive(v, D) / MASS * ca.cos(C1 * delta), u[0], u[1])
     return shooting.Model("race_car", x, u, xdot, state_names=["s", "n", "alpha", "v", "D", "delta"],
                           input_names=["dD", "ddelta"], x0=[-2.0, 0, 0, 0, 0, 0], u0=[0.0, 0.0],

@@ -410,7 +410,7 @@ def test_an_elastic_qp_is_feasible_and_an_exact_penalty(hosts, general: bool) ->
     bad.lbx, bad.ubx = [-1e-3, -1e-3], [1e-3, 1e-3]
     bad.x0 = np.array([2.0, 0.0, 2.0])
     assert solve_reference(bad).status != "Solved"
-    for weight in (3.0, 300.0):
+    for weight in (3.0, 300.0, 3e6):  # (3e6: far above the multipliers, its start must not run away)
         elastic = copy.deepcopy(bad)
         elastic.elastic = weight
         ref = solve_reference(elastic)

@@ -9,6 +9,7 @@ value off the dynamics (`telescoped`) the difference of the two objectives.
 from __future__ import annotations
 
 import copy
+import inspect
 
 import numpy as np
 import pytest
@@ -74,16 +75,18 @@ def shifted_qps() -> list[tuple[StageQP, StageQPResult, np.ndarray]]:
     captured: list[tuple[StageQP, StageQPResult, np.ndarray]] = []
     original = rti_stage.StageQPBuilder.sqp_step
 
-    def capture(self, x, u, x_ref, u_ref, p, t0, u_prev, last=None, loose=False, prox=0.0,  # type: ignore[no-untyped-def]
-                prox_scale=None, prox_states=False):
-        step = original(self, x, u, x_ref, u_ref, p, t0, u_prev, last, loose, prox, prox_scale, prox_states)
-        if self._phi is not None and np.abs(self._phi).max() > 0:
-            qp = self.with_state(self.build(x, u, x_ref, u_ref, p, t0, u_prev, None if loose else last), x[0],
-                                 u_prev)
-            # (the QP solved: a cold solve's proximal term)
-            weight = prox * step.hessian_scale
-            qp = with_prox(qp, weight, x, u) if prox_states else with_input_prox(qp, weight, u)
-            captured.append((copy.deepcopy(qp), step.qp, self._phi.copy()))
+    def capture(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        step = original(self, *args, **kwargs)
+        bound = inspect.signature(original).bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        a = bound.arguments
+        plain = a["trial"] is None and not a["again"] and a["elastic"] == 0.0
+        if plain and step.ok and self._phi is not None and np.abs(self._phi).max() > 0:
+            qp = copy.deepcopy(self._built[0])  # (the QP as built; solved with a cold solve's proximal term)
+            weight = a["prox"] * step.hessian_scale
+            x, u = a["x"], a["u"]
+            qp = with_prox(qp, weight, x, u) if a["prox_states"] else with_input_prox(qp, weight, u)
+            captured.append((qp, step.qp, self._phi.copy()))
         return step
 
     m = shooting.load_model("two_link_arm")

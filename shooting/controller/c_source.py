@@ -37,7 +37,7 @@ from shooting.mpc.costs import CONVEXIFY_TAU, hessians
 from shooting.mpc.curvature import curvature_functions
 from shooting.mpc.divergence import prediction_limit
 from shooting.mpc.ocp import MultipleShootingOCP
-from shooting.mpc.reduced_convexity import ACTIVE_STIFFNESS, SHIFT_LIMIT
+from shooting.mpc.reduced_convexity import ACTIVE_STIFFNESS, SHIFT_LIMIT, STATE_STIFFNESS
 from shooting.mpc.rti_stage import constraint_functions, cost_expansions, cost_values
 from shooting.mpc.sqp import (
     ARMIJO,
@@ -333,6 +333,7 @@ def _convexify_constants(real: str) -> dict[str, str]:
     eps = float(np.finfo(np.float32 if real == "float" else np.float64).eps)
     return {"convex_tau": literal(CONVEXIFY_TAU[real], real), "active_stiffness": literal(ACTIVE_STIFFNESS, real),
             "shift_limit": literal(SHIFT_LIMIT, real),
+            "state_stiffness": literal(STATE_STIFFNESS, real),
             "jacobi_eps": literal(2 * eps, real),
             "jacobi_big": literal(1e15 if real == "double" else 1e7, real),
             "flt_limit": literal(1e300 if real == "double" else 1e37, real)}

@@ -70,6 +70,10 @@ def curvature_functions(ocp: MultipleShootingOCP, *, unroll: bool | int | None =
     else:
         mu = ca.MX.sym("mu", 0)
     stage = ca.Function("stage_curvature", [x, u, p, t, pi, mu], [W], ["x", "u", "p", "t", "pi", "mu"], ["W"])
+    if step.is_a("SXFunction"):
+        # (an unrolled step: the whole block one SX Function, whose C keeps its work on the stack; an MX
+        # composition's C has static buffers, and a controller with it is not reentrant)
+        stage = stage.expand()
     terminal = None
     if con.terminal_constraints is not None:
         c = ca.SX(con.terminal_constraints(xs, ps))

@@ -279,7 +279,10 @@ class StageQPBuilder:
         self._terminal_curvature(qp, M_N, xb, p, nuN)
         lam, t = np.asarray(multipliers.lam, dtype=float), np.asarray(multipliers.t, dtype=float)
         sides = (lam[:2 * N * nu] > t[:2 * N * nu]).reshape(N, nu, 2)
-        self._phi = convexify_by_riccati(qp, W, np.asarray(sides.any(axis=2)), xb, ub)
+        a, nbx = 2 * N * nu, qp.sizes.nbx
+        states = (lam[a:a + 2 * N * nbx] > t[a:a + 2 * N * nbx]).reshape(N, nbx, 2).any(axis=2)
+        states &= ~np.asarray(list(qp.soft_bx) or [False] * nbx, dtype=bool)  # (the hard ones)
+        self._phi = convexify_by_riccati(qp, W, np.asarray(sides.any(axis=2)), xb, ub, states)
         return self._phi is not None
 
     def _add_stage_curvature(self, qp: StageQP, M: FloatArray | None, M_N: FloatArray | None, xb: FloatArray,

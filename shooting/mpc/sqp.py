@@ -98,7 +98,8 @@ import numpy.typing as npt
 from shooting.qp import StageQPResult
 
 __all__ = ["ARMIJO", "COLD_START_ITERATIONS", "CURVATURE_STEP", "ELASTIC_START", "ELASTIC_STEER", "ELASTIC_TRIES",
-           "MAX_SQP_ITERATIONS", "MIN_STEP", "NONMONOTONE", "PENALTY_DECREASE", "PROX_DOWN", "PROX_MAX", "RESEED_STEP",
+           "MAX_SQP_ITERATIONS", "MIN_STEP", "NONMONOTONE", "PENALTY_DECREASE",
+           "PROX_DOWN", "PROX_MAX", "RESEED_STEP",
            "PROX_FAST", "PROX_FLOOR", "PROX_GAIN", "PROX_OFF", "PROX_SHORT", "PROX_SMALL", "PROX_START",
            "PROX_STATES_STEP", "PROX_UP",
            "QP_LOOSE", "QP_LOOSE_STEP", "SOC", "SQP_ROUNDING", "SQP_STATUS", "SQP_TOLERANCES", "STALL",
@@ -362,6 +363,7 @@ class _Iterate:
     prox_scale: float | None = None
     proposed: float = np.inf  # the last QP's step before the line search (relative)
     newton: bool = False  # the QPs' Hessian is the Lagrangian's (see `sqp`)
+    curved: bool = False  # this iteration's QP carries the curvature
     elastic: float = 0.0  # the last QP's elastic weight (0: not elastic)
     violation: float = 0.0  # its hard rows' linearised violation at its solution (l1)
 
@@ -380,12 +382,13 @@ def _solve_qp(state: _Iterate, k: int, qp_step: Callable[..., SQPStep], loose: b
     if prox and k == 0:
         qp = _first_qp(qp_step, state, loose, reseed)
     else:
-        curved = state.newton and state.proposed <= CURVATURE_STEP
+        state.curved = _curved(state)
         qp = _call(qp_step, prox, state, loose)
-        if curved and not qp.ok and qp.status in (3, 4, 5):
+        if state.curved and not qp.ok and qp.status in (3, 4, 5):
             # the Lagrangian's curvature at these multipliers made the QP fail (not convex after the
             # regularisation, or its iterates overflowed: multipliers of 3e8 on the double pendulum fallen):
             # this iteration's QP Gauss-Newton's
+            state.curved = False
             qp = _call(qp_step, prox, state, loose, curvature=False)
     state.elastic, state.violation = 0.0, 0.0
     if qp.ok or qp.status != 2:
@@ -403,9 +406,15 @@ def _solve_qp(state: _Iterate, k: int, qp_step: Callable[..., SQPStep], loose: b
     return qp
 
 
+def _curved(state: _Iterate) -> bool:
+    """Whether the next QP carries the Lagrangian's curvature: with an exact Hessian after a QP step of at most
+    `CURVATURE_STEP`."""
+    return state.newton and state.proposed <= CURVATURE_STEP
+
+
 def _call(qp_step: Callable[..., SQPStep], prox: bool, state: _Iterate, loose: bool, **extra: object) -> SQPStep:
     """`qp_step` at the iterate (with `prox`, the proximal term's arguments)."""
-    extra.setdefault("curvature", state.proposed <= CURVATURE_STEP)
+    extra.setdefault("curvature", _curved(state) or not state.newton)
     if prox:
         return qp_step(state.x, state.u, loose, state.rho, state.prox_scale, state.states, **extra)
     return qp_step(state.x, state.u, loose, **extra)

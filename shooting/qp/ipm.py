@@ -89,7 +89,13 @@ def _start(P: Problem, x: FloatArray, u: FloatArray, warm: StageQPResult | None 
     np.maximum.at(violation, S.srow[soft], -gap[soft])
     s = violation + 1.0
     t = np.where(soft, gap + side_slack(P, s), np.maximum(gap, 1.0))
-    return Iterate(x, u, np.zeros((P.N, P.nx)), t, np.ones(S.stage.size), s, np.ones(S.n_soft))
+    # An elastic row's lam_s from its slack's stationarity l1 - lam_l - lam_u - lam_s = 0 (its sides' lam 1), at
+    # least 1: its weight may be many orders above the other multipliers (the merit's, 1e4 to 1e8 on a far
+    # start), and from lam_s = 1 the interior point's first steps then ran its slack to 1e14 (read as diverged).
+    sides = np.zeros(S.n_soft)
+    np.add.at(sides, S.srow[soft], 1.0)
+    lam_s = np.where(S.elastic, np.maximum(P.l1 - sides, 1.0), 1.0)
+    return Iterate(x, u, np.zeros((P.N, P.nx)), t, np.ones(S.stage.size), s, lam_s)
 
 
 def solve_stage_qp(qp: StageQP, *, x_guess: npt.ArrayLike | None = None, u_guess: npt.ArrayLike | None = None,

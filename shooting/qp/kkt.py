@@ -45,6 +45,7 @@ class Sides:
     srow_slot: npt.NDArray[np.int64]  # its slack's index in the C's soft arrays
     w1: FloatArray  # each soft row's slack weights l1, l2 (an elastic QP's hard row: its weight and 0)
     w2: FloatArray
+    elastic: npt.NDArray[np.bool_]  # each soft row: an elastic QP's hard row
 
 
 def build_sides(qp: StageQP) -> Sides:
@@ -62,6 +63,7 @@ def build_sides(qp: StageQP) -> Sides:
     srow_slot: list[int] = []
     w1: list[float] = []
     w2: list[float] = []
+    el: list[bool] = []
 
     def add(k: int, c_x: FloatArray, c_u: FloatArray, lo: float, hi: float, soft_row: bool, first: int) -> None:
         row = -1
@@ -74,6 +76,7 @@ def build_sides(qp: StageQP) -> Sides:
             srow_slot.append((first - 2 * N * nu) // 2)
             w1.append(float(qp.elastic) if elastic else float(qp.l1))
             w2.append(0.0 if elastic else float(qp.l2))
+            el.append(elastic)
         for side, bound, sign in ((0, lo, 1.0), (1, hi, -1.0)):
             if np.isfinite(bound):
                 stage.append(k)
@@ -117,7 +120,7 @@ def build_sides(qp: StageQP) -> Sides:
                   np.asarray(cu, dtype=float).reshape(n, nu), np.asarray(beta, dtype=float),
                   np.asarray(soft, dtype=bool), np.asarray(slot, dtype=np.int64), np.asarray(srow, dtype=np.int64),
                   len(srow_stage), np.asarray(srow_stage, dtype=np.int64), np.asarray(srow_slot, dtype=np.int64),
-                  np.asarray(w1, dtype=float), np.asarray(w2, dtype=float))
+                  np.asarray(w1, dtype=float), np.asarray(w2, dtype=float), np.asarray(el, dtype=bool))
 
 
 class Problem:
