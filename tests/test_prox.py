@@ -161,6 +161,7 @@ def test_the_states_term_brings_the_double_pendulum_back_from_far_starts(tmp_pat
     starts = _pendulum_starts(np.asarray(scenario.x0, dtype=float), 10, 23)
     assert export_controller(ocp, tmp_path / "c", name="dipf", hessian="exact").ok
     ctl = load_controller(tmp_path / "c")
+    iterations = {}
     for index in (0, 3):
         x0 = starts[index]
         truth = ocp.solve(x0)
@@ -173,8 +174,12 @@ def test_the_states_term_brings_the_double_pendulum_back_from_far_starts(tmp_pat
             assert np.abs(res.u - truth.u).max() <= 1e-6 * span, index
         assert c.iterations == py.iterations
         assert np.abs(c.u - py.u).max() <= 1e-9 * span
-    # without the states' term (the inputs' alone) the same starts fail
+        iterations[index] = py.iterations
+    # without the states' term (the inputs' alone) the same starts failed ("line search failed", "QP failed") before
+    # the elastic QP and the second-order correction; now they converge, but take four to seven times as many
+    # iterations (measured 161 and 104 against 24 and 20)
     monkeypatch.setattr(sqp_module, "PROX_STATES_STEP", np.inf)
-    failed = [shooting.RTIController(ocp, hessian="exact", initialize_with_ipopt=False).solve(
-        starts[index], max_iter=300).status != 0 for index in (0, 3)]
-    assert all(failed)
+    for index in (0, 3):
+        res = shooting.RTIController(ocp, hessian="exact", initialize_with_ipopt=False).solve(starts[index],
+                                                                                               max_iter=300)
+        assert res.status != 0 or res.iterations > 3 * iterations[index], (index, res.iterations)

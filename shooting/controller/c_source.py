@@ -30,46 +30,21 @@ from shooting._version import VERSION
 from shooting.codegen.c_files import CExport
 from shooting.codegen.emitter import CEmitter, literal
 from shooting.codegen.templates import render, render_from
+from shooting.controller.c_constants import convexify_constants, elastic_flags, sqp_values
 from shooting.controller.ocp_qp import ocp_qp_source
 from shooting.integrate.integrator import build_integrator
 from shooting.model import Model
-from shooting.mpc.costs import CONVEXIFY_TAU, hessians
+from shooting.mpc.costs import hessians
 from shooting.mpc.curvature import curvature_functions
 from shooting.mpc.divergence import prediction_limit
 from shooting.mpc.ocp import MultipleShootingOCP
-from shooting.mpc.reduced_convexity import ACTIVE_STIFFNESS, SHIFT_LIMIT, STATE_STIFFNESS
 from shooting.mpc.rti_stage import constraint_functions, cost_expansions, cost_values
 from shooting.mpc.sqp import (
-    ARMIJO,
     COLD_START_ITERATIONS,
-    CURVATURE_STEP,
-    ELASTIC_START,
-    ELASTIC_STEER,
-    ELASTIC_TRIES,
     MAX_SQP_ITERATIONS,
-    MIN_STEP,
-    NONMONOTONE,
-    PENALTY_DECREASE,
-    PROX_DOWN,
-    PROX_FAST,
-    PROX_FLOOR,
-    PROX_GAIN,
-    PROX_MAX,
-    PROX_OFF,
-    PROX_SHORT,
-    PROX_SMALL,
-    PROX_START,
-    PROX_STATES_STEP,
-    PROX_UP,
     QP_LOOSE,
     QP_LOOSE_STEP,
-    RESEED_STEP,
-    SOC,
-    SQP_ROUNDING,
     SQP_TOLERANCES,
-    STALL,
-    WATCHDOG_DECREASE,
-    qp_tolerances,
 )
 from shooting.options import REALS, ControllerHessian, Hessian, Real
 from shooting.qp import OCP_QP_TOLERANCES, OCPQPSizes
@@ -239,7 +214,7 @@ class ControllerSpec:
 
 def controller_spec(ocp: MultipleShootingOCP, *, x0: object = None, guess: tuple[object, object] | None = None,
                     max_qp_iterations: int | None = None, max_sqp_iterations: int | None = None,
-                    hessian: ControllerHessian = "auto") -> ControllerSpec:
+                    hessian: ControllerHessian = "auto", real: Real = "double") -> ControllerSpec:
     """What the C controller of `ocp` needs, with its initial trajectory guess.
 
     Parameters
@@ -255,9 +230,11 @@ def controller_spec(ocp: MultipleShootingOCP, *, x0: object = None, guess: tuple
     max_qp_iterations, max_sqp_iterations : int, optional
         The budget's defaults (default `MAX_QP_ITERATIONS` and `COLD_START_ITERATIONS`).
     hessian : {"auto", "gauss-newton", "exact"}
-        ``"auto"``: `shooting.mpc.costs.automatic_hessian` (the spec holds the choice). ``"exact"``: each stage's
+        ``"auto"``: `shooting.mpc.costs.hessians` (the spec holds the choice). ``"exact"``: each stage's
         Hessian block adds the constraints' curvature at the last QP's multipliers
         (the Lagrangian's Hessian, projected to positive definite per stage), as ``RTIController(hessian=)``.
+    real : {"double", "float"}
+        The export's precision ("auto" resolves by it: `shooting.mpc.costs.hessians`).
 
     Returns
     -------
@@ -274,7 +251,8 @@ def controller_spec(ocp: MultipleShootingOCP, *, x0: object = None, guess: tuple
     if not isinstance(ocp, MultipleShootingOCP):
         raise ValueError(f"ocp must be a shooting.MultipleShootingOCP, got {type(ocp).__name__}")
     budget = budget_defaults(max_qp_iterations, max_sqp_iterations)
-    hessian_choice, sqp_choice = hessians(hessian, ocp.problem.cost.stage_cost, ocp.problem.cost.terminal_cost)
+    hessian_choice, sqp_choice = hessians(hessian, ocp.problem.cost.stage_cost, ocp.problem.cost.terminal_cost,
+                                          _validate.choice(real, REALS, "real"))
     m = ocp.model
     if m.nz and (np.isfinite(m.z_min).any() or np.isfinite(m.z_max).any()):
         raise ValueError(f"the C controller does not impose the bounds on the algebraic states of model {m.name} "
@@ -326,17 +304,6 @@ def controller_spec(ocp: MultipleShootingOCP, *, x0: object = None, guess: tuple
         curvature=curvature,
         curvature_n=curvature_n,
     )
-
-
-def _convexify_constants(real: str) -> dict[str, str]:
-    """The C's convexify and jacobi_eigen constants for `real` (see templates/mpc.c.in)."""
-    eps = float(np.finfo(np.float32 if real == "float" else np.float64).eps)
-    return {"convex_tau": literal(CONVEXIFY_TAU[real], real), "active_stiffness": literal(ACTIVE_STIFFNESS, real),
-            "shift_limit": literal(SHIFT_LIMIT, real),
-            "state_stiffness": literal(STATE_STIFFNESS, real),
-            "jacobi_eps": literal(2 * eps, real),
-            "jacobi_big": literal(1e15 if real == "double" else 1e7, real),
-            "flt_limit": literal(1e300 if real == "double" else 1e37, real)}
 
 
 def budget_defaults(max_qp_iterations: int | None, max_sqp_iterations: int | None) -> tuple[int, int]:
@@ -434,7 +401,7 @@ def generate_controller(spec: ControllerSpec, name: str, *, real: Real = "double
         **{k: values[k] for k in ("name", "NAME", "version", "NX", "NU", "NP", "NP_1", "N", "NXQ", "NBX", "G_LEN")},
         NZ=model.nz, NZ_1=max(model.nz, 1), z0=_values(model.z0 if model.nz else [0.0], real),
         NG=ng, NGN=ngN, NG_1=max(ng, 1), NGN_1=max(ngN, 1), **fn,
-        **_convexify_constants(real), fs="f" if real == "float" else "",
+        **convexify_constants(real), fs="f" if real == "float" else "",
         soft_g=", ".join(["1" if spec.soft_path else "0"] * max(ng, 1)), soft_g_flag=1 if spec.soft_path else 0,
         soft_bx_flag=1 if spec.soft else 0,
         NBX_1=max(nb, 1), rate=1 if spec.rate else 0, n_out=spec.step.n_out(), warm_start=WARM_START,
@@ -445,11 +412,7 @@ def generate_controller(spec: ControllerSpec, name: str, *, real: Real = "double
         lbu=_values(spec.u_min, real), ubu=_values(spec.u_max, real),
         idxbx=", ".join(map(str, spec.bounded.tolist())) or "0",
         lbx=_values(spec.x_min if nb else [-np.inf], real), ubx=_values(spec.x_max if nb else [np.inf], real),
-        soft_bx=", ".join(["1" if spec.soft else "0"] * max(nb, 1)),
-        elastic_bx=", ".join(["1" if spec.soft else "2"] * max(nb, 1)),
-        elastic_g=", ".join(["1" if spec.soft_path else "2"] * max(ng, 1)),
-        elastic_gN=", ".join(["2"] * max(ngN, 1)),
-        rti_exact=int(spec.hessian == "exact"), sqp_exact=int(spec.sqp_hessian == "exact"),
+        soft_bx=", ".join(["1" if spec.soft else "0"] * max(nb, 1)), **elastic_flags(spec),
         x_ref0=_values(spec.x_ref, real), u_ref0=_values(spec.u_ref, real),
         p0=_values(spec.p0 if model.np else [0.0], real), x_guess=_values(spec.x_guess, real),
         u_guess=_values(spec.u_guess, real), dt=literal(spec.dt, real), l1=literal(spec.slack_l1, real),
@@ -459,7 +422,7 @@ def generate_controller(spec: ControllerSpec, name: str, *, real: Real = "double
         tol_stat=literal(tol["tol_stat"], real), tol_eq=literal(tol["tol_eq"], real),
         tol_mu=literal(tol["tol_mu"], real),
         functions=emitter.source() + "\n" + qp.functions, body=body, value=value, n_value_out=plain.n_out(),
-        **_sqp_values(real),
+        **sqp_values(real),
     )
     header = _header(spec, values, real, emitter, qp.work, measured)
     manifest = {
@@ -570,29 +533,3 @@ def _inexact_text() -> str:
             f"digits; later QPs are solved to their own tolerances, so the SQP\n * converges to the same point "
             f"(should an inexact step not descend, the iterate is taken again, its QP and\n * every later one "
             f"solved exactly).")
-
-
-def _sqp_values(real: Real) -> dict[str, str | int]:
-    """The SQP's constants as the controller's template takes them (C literals)."""
-    sqp_tol = SQP_TOLERANCES[real]
-    # Inexact QPs in the SQP's first iterations (sqp.py), float too (but its first QP: LOOSE_FIRST in the
-    # template): the last QPs are exact, and the float check's first prediction is allowed the float interior
-    # point's own stopping move (check.termination_move).
-    loose = qp_tolerances(True, OCP_QP_TOLERANCES[real])
-    return dict(sqp_tol_step=literal(sqp_tol["step"], real), sqp_tol_defect=literal(sqp_tol["defect"], real),
-                sqp_tol_stat=literal(sqp_tol["stationarity"], real), sqp_tol_floor=literal(sqp_tol["floor"], real),
-                armijo=literal(ARMIJO, real), min_step=literal(MIN_STEP, real), nonmonotone=NONMONOTONE, stall=STALL,
-                floor_stall=int(real == "float"), loose_first=int(real == "double"),
-                watchdog_decrease=literal(WATCHDOG_DECREASE[real], real),
-                prox_start=literal(PROX_START, real), prox_down=literal(PROX_DOWN, real),
-                prox_up=literal(PROX_UP, real), prox_short=literal(PROX_SHORT, real),
-                prox_floor=literal(PROX_FLOOR, real), prox_off=literal(PROX_OFF, real),
-                prox_gain=literal(PROX_GAIN, real), prox_small=literal(PROX_SMALL, real),
-                prox_fast=literal(PROX_FAST, real),
-                prox_states_step=literal(PROX_STATES_STEP if np.isfinite(PROX_STATES_STEP) else -1.0, real),
-                rounding=literal(SQP_ROUNDING[real], real), qp_loose_stat=literal(loose["tol_stat"], real),
-                qp_loose_eq=literal(loose["tol_eq"], real), qp_loose_mu=literal(loose["tol_mu"], real),
-                qp_loose_step=literal(QP_LOOSE_STEP, real), elastic_start=literal(ELASTIC_START, real),
-                elastic_steer=literal(ELASTIC_STEER, real), elastic_tries=ELASTIC_TRIES,
-                reseed_step=literal(RESEED_STEP, real), curvature_step=literal(CURVATURE_STEP, real),
-                prox_max=literal(PROX_MAX, real), soc=int(SOC), penalty_decrease=int(PENALTY_DECREASE))

@@ -317,8 +317,9 @@ def _multiplier_curvature(ocp: MultipleShootingOCP, spec: ControllerSpec, xg: Fl
                           ) -> Callable[[StageQP, np.random.Generator], None] | None:
     """For ``hessian="exact"``: a perturbation of a stage QP's blocks by the curvature of multiplier errors at the
     QP's stopping tolerance (see `input_tolerance`), from the multipliers of the `first` QP at the guess (p: its
-    parameters per stage); None for Gauss-Newton's Hessian."""
-    if spec.curvature is None:
+    parameters per stage); None where the real-time iterations' Hessian is Gauss-Newton's (the SQP's exact one,
+    hessian "auto", converges to the same KKT point whatever its curvature's rounding)."""
+    if spec.curvature is None or spec.hessian != "exact":
         return None
     N, nx = ocp.horizon, ocp.nx
     pi, lam = np.asarray(first.pi, dtype=float)[:, :nx], np.asarray(first.lam, dtype=float)

@@ -341,7 +341,7 @@ def export_controller(
     say(f"solving the OCP from x0 with IPOPT for the initial guess (N = {ocp.horizon})")
     try:
         spec = controller_spec(ocp, x0=start, max_qp_iterations=max_qp_iterations,
-                               max_sqp_iterations=max_sqp_iterations, hessian=hessian)
+                               max_sqp_iterations=max_sqp_iterations, hessian=hessian, real=real)
     except GuessNotSolved as err:  # a failed solve: reported, nothing written
         return ExportReport(ok=False, name=name, out_dir=out, files=[], errors={},
                             problems=(str(err),))
