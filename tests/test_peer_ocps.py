@@ -99,7 +99,17 @@ def test_a_line_search_below_the_merits_rounding_ends_converged(monkeypatch) -> 
 
     res = sqp(x, u, qp_step, objective, defects, max_iter=5)
     assert res.status == 0 and np.array_equal(res.x, x), res.message  # (the iterate stays)
-    monkeypatch.setattr(sqp_module, "merit_noise", lambda J, nu, xs: sqp_module.ROUNDING * (1.0 + abs(J)))
+    # (issue 35) float's merit rounding (1e-6): a predicted decrease of 1e-3 on a merit of J = 1e4 is within it,
+    # so the float SQP ends converged where double's (1e-14) reads a failed line search
+    big = lambda xs, us: 1e4 + objective(xs, us) * 1e6  # noqa: E731  (rising by 1e-3 a along the step)
+
+    def coarse(xs: np.ndarray, us: np.ndarray, loose: bool, **extra: object) -> SQPStep:
+        return SQPStep(xs + dx, us.copy(), True, 1e-3, 1.0)
+
+    single = sqp(x, u, coarse, big, defects, max_iter=5, tolerances=sqp_module.SQP_TOLERANCES["float"])
+    assert single.status == 0 and np.array_equal(single.x, x), single.message
+    assert sqp(x, u, coarse, big, defects, max_iter=5).status == 3
+    monkeypatch.setattr(sqp_module, "merit_noise", lambda J, nu, xs, r=1e-14: sqp_module.ROUNDING * (1.0 + abs(J)))
     res = sqp(x, u, qp_step, objective, defects, max_iter=5)
     assert res.status == 3 and "line search failed" in res.message
 

@@ -119,12 +119,15 @@ SQP_STATUS = {0: "converged", 1: "iteration limit", 2: "QP failed", 3: "line sea
 #: cart-pole start 0 (1.4e-7, 3e-17 defects) ended in "line search failed". Likewise where the QP model's predicted
 #: decrease of the merit is below the merit's own rounding (`merit_noise`: nu V's, from the defects' rounding, is
 #: the larger near a solution): TUM's single-track vehicle, its force weighted 1e-8, ended with the QP predicting
-#: 2e-11 against a rounding of 1e-9 (inputs 1e-8 of their range from IPOPT's). Float's is 0 (off: FLOOR_STALL).
+#: 2e-11 against a rounding of 1e-9 (inputs 1e-8 of their range from IPOPT's). Float's floor is 0 (off:
+#: FLOOR_STALL), its merit's rounding ("rounding", `SQP_ROUNDING`) 1e-6: a float line search that stalls below it
+#: next to a KKT point ends converged too (a planar quadrotor past an obstacle: "line search failed" at sample 0
+#: with its prediction 8e-8 of the range from IPOPT's).
 #: The stationarity test is double's only (0: off): a float QP holds an active bound mu / lam inside it, an error
 #: H dw does not see (the planar quadrotor past its obstacle: stationarity 5e-7 where the inputs were still 5e-3
 #: of their range from IPOPT's, against 7e-4 when the step test ends it).
-SQP_TOLERANCES = {"double": {"step": 1e-8, "defect": 1e-9, "stationarity": 1e-10, "floor": 1e-6},
-                  "float": {"step": 2e-5, "defect": 2e-5, "stationarity": 0.0, "floor": 0.0}}
+SQP_TOLERANCES = {"double": {"step": 1e-8, "defect": 1e-9, "stationarity": 1e-10, "floor": 1e-6, "rounding": 1e-14},
+                  "float": {"step": 2e-5, "defect": 2e-5, "stationarity": 0.0, "floor": 0.0, "rounding": 1e-6}}
 
 #: Armijo's sufficient-decrease fraction, the backtracking factor, the smallest step, and the merit's rounding
 #: (relative) the test forgives.
@@ -285,10 +288,11 @@ def next_prox(rho: float, alpha: float, held: bool, small: bool) -> float:
     return rho
 
 
-def merit_noise(J: float, nu: float, x: FloatArray) -> float:
-    """The l1 merit's rounding at an iterate: J's, ``ROUNDING (1 + |J|)``, and that of nu V, whose defects
-    x_{k+1} - F(x_k, u_k) each carry the rounding of |x_{k+1}|: ``ROUNDING nu sum_k |x_{k+1}|_1``."""
-    return ROUNDING * (1.0 + abs(J) + nu * float(np.abs(x[1:]).sum()))
+def merit_noise(J: float, nu: float, x: FloatArray, rounding: float = ROUNDING) -> float:
+    """The l1 merit's rounding at an iterate: J's, ``rounding (1 + |J|)``, and that of nu V, whose defects
+    x_{k+1} - F(x_k, u_k) each carry the rounding of |x_{k+1}|: ``rounding nu sum_k |x_{k+1}|_1`` (`rounding`:
+    `SQP_ROUNDING` of the precision)."""
+    return rounding * (1.0 + abs(J) + nu * float(np.abs(x[1:]).sum()))
 
 
 def _first_qp(qp_step: Callable[..., SQPStep], s: _Iterate, loose: bool,
@@ -535,8 +539,8 @@ def sqp(x: FloatArray, u: FloatArray, qp_step: Callable[..., SQPStep],
             elif loose:  # an inexact QP's step that does not descend: again, exactly from now on
                 s.exact = True
                 continue  # (this iterate again)
-            elif s.rho == 0.0 and defect <= tol["defect"] and (
-                    s.step <= tol["floor"] or (tol["floor"] > 0 and pred <= merit_noise(J, s.nu, s.x))):
+            elif s.rho == 0.0 and s.elastic == 0.0 and defect <= tol["defect"] and (
+                    s.step <= tol["floor"] or pred <= merit_noise(J, s.nu, s.x, tol["rounding"])):
                 return result(it, 0)  # (the merit's resolution: see SQP_TOLERANCES; w stays, converged)
             else:
                 return result(it, 3, f"{SQP_STATUS[3]} (merit {phi:.6g})")
