@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 import shooting
+from benchkit import add_models_option, selected_models
 from shooting.codegen import export_controller, load_controller
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,19 +66,20 @@ def far_start(model: shooting.Model, x0: np.ndarray, lower: np.ndarray, upper: n
     return draw
 
 
-def builtin_cases(names: list[str]) -> list[Case]:
+def builtin_cases(models: list[shooting.Model], soft: bool = True) -> list[Case]:
     cases = []
-    for name in names:
-        model = shooting.load_model(name)
+    for model in models:
+        name = model.name
         scenario = shooting.default_scenario(model)
         base = shooting.build_ocp(scenario, model)
         bounded = bool(np.isfinite(base.x_min).any() or np.isfinite(base.x_max).any())
         x0 = np.asarray(scenario.x0, dtype=float)
         draw = far_start(model, x0, base.x_min, base.x_max)
         cases.append(Case(f"{name} hard" if bounded else name, base, x0, draw))
-        if bounded:
-            soft = shooting.MultipleShootingOCP.from_problem(model, scenario.problem.with_changes(soft_x_bounds=True))
-            cases.append(Case(f"{name} soft", soft, x0, draw))
+        if bounded and soft:
+            relaxed = shooting.MultipleShootingOCP.from_problem(model,
+                                                              scenario.problem.with_changes(soft_x_bounds=True))
+            cases.append(Case(f"{name} soft", relaxed, x0, draw))
     return cases
 
 
@@ -160,13 +162,17 @@ def run_case(case: Case, real: str, starts: list[np.ndarray], work: Path) -> lis
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--starts", type=int, default=20, help="far starts per case (default 20)")
-    parser.add_argument("--models", default="all", help="built-in models, comma-separated, or 'all'")
+    add_models_option(parser)
     parser.add_argument("--reals", default="double,float", help="double, float or both")
     parser.add_argument("--no-peers", action="store_true", help="the built-in models only")
     parser.add_argument("--seed", type=int, default=35)
+    parser.add_argument("--quick", action="store_true",
+                        help="one start per case, double, the bounds as declared, no peers (the tests' smoke run)")
     args = parser.parse_args(argv)
-    names = shooting.model_names() if args.models == "all" else args.models.split(",")
-    cases = builtin_cases(names) + ([] if args.no_peers else peer_cases())
+    models = selected_models(parser, args)
+    if args.quick:
+        args.starts, args.reals, args.no_peers = 1, "double", True
+    cases = builtin_cases(models, soft=not args.quick) + ([] if args.no_peers else peer_cases())
     reals = args.reals.split(",")
     print(f"Convergence corpus: reset + solve ({MAX_ITER} SQP iterations at most) from {args.starts} far starts per "
           f"case (seed {args.seed}), the C on this machine; IPOPT from the same guess")

@@ -199,3 +199,18 @@ def test_fatrop_reaches_the_same_optimum(cartpole, solution):
     assert warm.success and warm.cost == pytest.approx(solution.cost, rel=1e-7)
     with pytest.raises(ValueError, match="solver"):
         shooting.MultipleShootingOCP(cartpole, horizon=N, dt=DT, solver="snopt")
+
+
+def test_solve_from_a_primal_guess(cartpole):
+    # (issue 35's corpus: IPOPT from the same guess as the controller's) a guess at the solution takes fewer
+    # iterations to the same optimum than the OCP's own cold guess; the held guess is that cold guess itself
+    ocp = shooting.MultipleShootingOCP(cartpole, 20, dt=0.05, Q=[10, 50, 1, 0.1], R=[0.01])
+    x0 = np.array([0.3, 2.0, 0.0, 0.0])
+    cold = ocp.solve(x0)
+    again = ocp.solve(x0, guess=(cold.x, cold.u))
+    held = ocp.solve(x0, guess=(np.tile(x0, (21, 1)), np.zeros((20, 1))))
+    assert cold.success and again.success and held.success
+    assert again.iterations < cold.iterations and held.iterations == cold.iterations
+    np.testing.assert_allclose(again.u, cold.u, atol=1e-6)
+    with pytest.raises(ValueError, match="guess x"):
+        ocp.solve(x0, guess=(np.zeros((3, 4)), np.zeros((20, 1))))

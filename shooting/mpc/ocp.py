@@ -45,6 +45,8 @@ from shooting.mpc.problem import (
     SolverSettings,
     StageFunction,
     TerminalFunction,
+    column_expression,
+    scalar_expression,
 )
 from shooting.mpc.solution import OCPSolution
 from shooting.mpc.solvers import NLPSolvers
@@ -54,20 +56,6 @@ from shooting.tableaus.tableau import ButcherTableau
 __all__ = ["MultipleShootingOCP", "OCPSolution"]
 
 FloatArray = npt.NDArray[np.float64]
-
-
-def _scalar(expr: Any, what: str) -> ca.SX:
-    e = expr if isinstance(expr, ca.SX) else ca.SX(expr)
-    if e.shape != (1, 1):
-        raise ValueError(f"{what} must return a scalar expression, got shape {e.shape}")
-    return e
-
-
-def _column(expr: Any, what: str) -> ca.SX:
-    e = expr if isinstance(expr, ca.SX) else ca.SX(expr)
-    if e.size2() != 1:
-        raise ValueError(f"{what} must return a column vector, got shape {e.shape}")
-    return e
 
 
 class MultipleShootingOCP:
@@ -306,11 +294,11 @@ class MultipleShootingOCP:
                 du = U[k] - (par["u_prev"] if k == 0 else U[k - 1])
                 cost += ca.bilin(ca.DM(self.R_delta), du, du)
             if cost_spec.stage_cost is not None:
-                cost += _scalar(cost_spec.stage_cost(X[k], U[k], p[:, k]), "stage_cost")
+                cost += scalar_expression(cost_spec.stage_cost(X[k], U[k], p[:, k]), "stage_cost")
             g.append(X[k + 1] - Xn[:, k])  # x_{k+1} - F(x_k, u_k): the sign fatrop expects
             rows = [] if self.soft_algebraic.size else algebraic_bound_rows(self.model, Zn[:, k])
             if con.path_constraints is not None:
-                h_user = _column(con.path_constraints(X[k], U[k], p[:, k]), "path_constraints")
+                h_user = column_expression(con.path_constraints(X[k], U[k], p[:, k]), "path_constraints")
                 nh_user = h_user.numel()
                 H_user.append(h_user)
                 if self.soft_path_constraints:
@@ -325,10 +313,10 @@ class MultipleShootingOCP:
         eN = X[N] - xr[:, N]
         cost += ca.bilin(Qf, eN, eN)
         if cost_spec.terminal_cost is not None:
-            cost += _scalar(cost_spec.terminal_cost(X[N], p[:, N - 1]), "terminal_cost")
+            cost += scalar_expression(cost_spec.terminal_cost(X[N], p[:, N - 1]), "terminal_cost")
         nc = 0
         if con.terminal_constraints is not None:
-            c = _column(con.terminal_constraints(X[N], p[:, N - 1]), "terminal_constraints")
+            c = column_expression(con.terminal_constraints(X[N], p[:, N - 1]), "terminal_constraints")
             nc = c.numel()
             g.append(c)
 
@@ -479,6 +467,7 @@ class MultipleShootingOCP:
         p: object = None,
         t0: float = 0.0,
         u_prev: object = None,
+        guess: tuple[object, object] | None = None,
     ) -> OCPSolution:
         """Solve from the initial state `x0`.
 
@@ -499,6 +488,9 @@ class MultipleShootingOCP:
         u_prev : array_like, shape (nu,), optional
             The input applied before u_0, for the rate penalty `R_delta`;
             default zeros.
+        guess : (x, u), optional
+            A primal initial guess, shapes (N+1, nx) and (N, nu), instead of
+            `initial_guess` (a cold start from it; `warm_start` takes precedence).
 
         Returns
         -------
@@ -518,7 +510,7 @@ class MultipleShootingOCP:
             args.update(x0=warm_start.w, lam_x0=warm_start.lam_x, lam_g0=warm_start.lam_g)
         else:
             solver = self._solvers.cold
-            args.update(x0=self.initial_guess(P[:self.nx], u_ref))
+            args.update(x0=self.initial_guess(P[:self.nx], u_ref) if guess is None else self._primal(guess))
         t = time.perf_counter()
         with solver_call() as printed:  # Ctrl-C re-raised, not swallowed; CasADi's warnings kept
             res = solver(**args)
@@ -549,6 +541,12 @@ class MultipleShootingOCP:
             lam_g=np.array(res["lam_g"]).ravel(), layout=self.layout, stats=dict(stats),
             messages=printed.text.strip(), z=np.array(self._z_fn(w, P), dtype=float).reshape(self.horizon, -1),
         )
+
+    def _primal(self, guess: tuple[object, object]) -> FloatArray:
+        """The decision vector of a guess (x (N+1, nx), u (N, nu)), each soft bound's slack its smallest."""
+        x = _validate.stage_rows(guess[0], self.horizon + 1, self.nx, "guess x")
+        return self.layout.pack_w(x, _validate.stage_rows(guess[1], self.horizon, self.nu, "guess u"),
+                                  self.minimal_slacks(x) if not self.soft_algebraic.size else None)
 
     def _soft_bounds(self) -> tuple[FloatArray, FloatArray]:
         """Lower and upper bounds of the softened quantities (states, then algebraic states), shape (ns,) each."""

@@ -24,7 +24,7 @@ from shooting.options import HESSIANS, NLP_SOLVERS, Hessian, NLPSolver
 from shooting.tableaus.tableau import ButcherTableau
 
 __all__ = ["MAX_HORIZON", "Constraints", "OCPProblem", "QuadraticCost", "SolverSettings", "StageFunction",
-           "TerminalFunction", "problem_fields"]
+           "TerminalFunction", "column_expression", "problem_fields", "scalar_expression"]
 
 #: Most shooting intervals. The NLP's memory and build time grow linearly
 #: with N: measured on `shooting-codegen mpc` (build, first solve, 1-2
@@ -39,6 +39,22 @@ MAX_HORIZON = 1000
 StageFunction = Callable[[ca.SX, ca.SX, ca.SX], ca.SX]
 #: ``(x, p) -> SX``: an extra terminal cost (scalar) or terminal constraints (column).
 TerminalFunction = Callable[[ca.SX, ca.SX], ca.SX]
+
+
+def scalar_expression(expr: Any, what: str) -> ca.SX:
+    """`expr` as a scalar SX (what a cost function returns); a ValueError naming `what` otherwise."""
+    e = expr if isinstance(expr, ca.SX) else ca.SX(expr)
+    if e.shape != (1, 1):
+        raise ValueError(f"{what} must return a scalar expression, got shape {e.shape}")
+    return e
+
+
+def column_expression(expr: Any, what: str) -> ca.SX:
+    """`expr` as an SX column (what a constraint function returns); a ValueError naming `what` otherwise."""
+    e = expr if isinstance(expr, ca.SX) else ca.SX(expr)
+    if e.size2() != 1:
+        raise ValueError(f"{what} must return a column vector, got shape {e.shape}")
+    return e
 
 
 def _callable(value: object, what: str) -> None:
