@@ -20,6 +20,7 @@ from shooting.mpc.sqp import (
     MIN_STEP,
     NONMONOTONE,
     PENALTY_DECREASE,
+    POLISH_ITERATIONS,
     PROX_DOWN,
     PROX_FAST,
     PROX_FLOOR,
@@ -92,4 +93,5 @@ def sqp_values(real: Real) -> dict[str, str | int]:
                 qp_loose_step=literal(QP_LOOSE_STEP, real), elastic_start=literal(ELASTIC_START, real),
                 elastic_steer=literal(ELASTIC_STEER, real), elastic_tries=ELASTIC_TRIES,
                 reseed_step=literal(RESEED_STEP, real), curvature_step=literal(CURVATURE_STEP, real),
-                prox_max=literal(PROX_MAX, real), soc=int(SOC), penalty_decrease=int(PENALTY_DECREASE))
+                prox_max=literal(PROX_MAX, real), soc=int(SOC), penalty_decrease=int(PENALTY_DECREASE),
+                polish=POLISH_ITERATIONS)

@@ -44,6 +44,7 @@ from shooting.mpc.sqp import (
     MAX_SQP_ITERATIONS,
     QP_LOOSE,
     QP_LOOSE_STEP,
+    SOC,
     SQP_TOLERANCES,
 )
 from shooting.options import REALS, ControllerHessian, Hessian, Real
@@ -395,7 +396,9 @@ def generate_controller(spec: ControllerSpec, name: str, *, real: Real = "double
                   RK_LEN=N * z.nu * z.nu if cost else 1, HNK_LEN=z.nx * z.nx if cost_n else 1,
                   QK_LEN=(N + 1) * z.nx if cost or cost_n else 1, RKG_LEN=N * z.nu if cost or cost_n else 1,
                   WC_LEN=N * (model.nx + model.nu) ** 2 if fn["riccati_pass"] else 1, PHI_LEN=N * z.nx * z.nx
-                  if fn["riccati_pass"] else 1)
+                  if fn["riccati_pass"] else 1,
+                  soc_members=_SOC_MEMBERS.format(name=name, N=N, NX=model.nx, NU=model.nu)
+                  if SOC and spec.sqp_hessian == "exact" else "")
     source = render_from(
         TEMPLATES, "mpc.c.in",
         **{k: values[k] for k in ("name", "NAME", "version", "NX", "NU", "NP", "NP_1", "N", "NXQ", "NBX", "G_LEN")},
@@ -471,6 +474,15 @@ def _ru2_inverse(R: FloatArray) -> FloatArray | None:
     if not (eig.min(initial=np.inf) > 0 and eig.max(initial=0.0) <= 1e4 * eig.min(initial=np.inf)):
         return None
     return np.asarray(np.linalg.inv(2 * R), dtype=np.float64)
+
+
+#: The exact SQP's second-order correction keeps the QP's step while it tries the correction (nothing else needs a
+#: third trajectory: a Gauss-Newton SQP's memory goes without).
+_SOC_MEMBERS = """\
+  {name}_real xc[({N} + 1) * {NX}];      /* SQP, exact Hessian: the QP's step kept while its second-order correction
+                                         * is tried */
+  {name}_real uc[{N} * {NU}];
+"""
 
 
 def _header(spec: ControllerSpec, values: dict[str, Any], real: Real, emitter: CEmitter, qp_work: str,

@@ -98,6 +98,7 @@ import numpy.typing as npt
 from shooting.qp import StageQPResult
 
 __all__ = ["ARMIJO", "COLD_START_ITERATIONS", "CURVATURE_STEP", "ELASTIC_START", "ELASTIC_STEER", "ELASTIC_TRIES",
+           "POLISH_ITERATIONS",
            "MAX_SQP_ITERATIONS", "MIN_STEP", "NONMONOTONE", "PENALTY_DECREASE",
            "PROX_DOWN", "PROX_MAX", "RESEED_STEP",
            "PROX_FAST", "PROX_FLOOR", "PROX_GAIN", "PROX_OFF", "PROX_SHORT", "PROX_SMALL", "PROX_START",
@@ -167,6 +168,15 @@ RESEED_STEP = 0.1
 #: step, before the line search, was at most this (relative): far from a solution its multipliers are not the
 #: solution's (two_link_arm from the stored swing-up guess: 1.2e4, the next QP's step 25 with multipliers 9e7).
 CURVATURE_STEP = 0.1
+#: An exact SQP that ends at its stationarity test, or at the merit's resolution, with its last QP step above the
+#: step tolerance goes on with Gauss-Newton's QPs (curvature off) for at most this many iterations, to the step
+#: tolerance: an exact Hessian made positive definite by its active inputs' stiffness (100 times the cost-to-go's
+#: blocks, `shooting.mpc.reduced_convexity`) leaves its QP's interior point 1e-7 inside an active bound and its
+#: stationarity test relative to those blocks (the cart-pole with a soft power limit, every problem class at once:
+#: inputs 2.6e-4 from IPOPT's at tol 1e-12 where Gauss-Newton's QPs, a few more iterations, end 1.5e-7 from them).
+#: Where they do not reach it (a Gauss-Newton stall) the SQP ends converged there all the same: its exact end was a
+#: KKT point to its tolerances.
+POLISH_ITERATIONS = 10
 #: The proximal term covers the states as well, until the first full step, where the first plain QP's state step
 #: exceeds this (relative to the trajectory's scale; inf: never): a linear model that predicts an excursion of 20
 #: times the trajectory's size is meaningless there (see the module's docstring). The built-in double pendulum's 10
@@ -368,6 +378,7 @@ class _Iterate:
     proposed: float = np.inf  # the last QP's step before the line search (relative)
     newton: bool = False  # the QPs' Hessian is the Lagrangian's (see `sqp`)
     curved: bool = False  # this iteration's QP carries the curvature
+    polish: int = -1  # Gauss-Newton iterations after an exact end (see POLISH_ITERATIONS; -1: none yet)
     elastic: float = 0.0  # the last QP's elastic weight (0: not elastic)
     violation: float = 0.0  # its hard rows' linearised violation at its solution (l1)
 
@@ -413,7 +424,7 @@ def _solve_qp(state: _Iterate, k: int, qp_step: Callable[..., SQPStep], loose: b
 def _curved(state: _Iterate) -> bool:
     """Whether the next QP carries the Lagrangian's curvature: with an exact Hessian after a QP step of at most
     `CURVATURE_STEP`."""
-    return state.newton and state.proposed <= CURVATURE_STEP
+    return state.newton and state.polish < 0 and state.proposed <= CURVATURE_STEP
 
 
 def _call(qp_step: Callable[..., SQPStep], prox: bool, state: _Iterate, loose: bool, **extra: object) -> SQPStep:
@@ -499,6 +510,10 @@ def sqp(x: FloatArray, u: FloatArray, qp_step: Callable[..., SQPStep],
             if s.rho == 0.0:
                 return result(it, 0)
             s.rho = 0.0  # (a small proximal step: the plain QP decides)
+        if s.polish >= 0:
+            s.polish += 1
+            if s.polish > POLISH_ITERATIONS:  # (the exact end stands: see POLISH_ITERATIONS)
+                return result(it, 0)
         if it == max_iter:
             return result(it, 1, SQP_STATUS[1])
         loose = not s.exact and s.step > QP_LOOSE_STEP
@@ -521,7 +536,10 @@ def sqp(x: FloatArray, u: FloatArray, qp_step: Callable[..., SQPStep],
                     abs(qp.model_decrease) <= tol["stationarity"] * (1.0 + abs(J)):
                 # (the full step, a Newton step from a KKT point to the tolerances: the QP's solution, which a
                 # feedback at this state solves for again)
-                return result(it + 1, 0, at=(qp.x, qp.u))
+                if not _polish(s, tol):
+                    return result(it + 1, 0, at=(qp.x, qp.u))
+                s.x, s.u = qp.x, qp.u
+                continue
         phi = J + s.nu * V
         # The watchdog (Chamberlain, Powell, Lemarechal and Pedersen, Math. Prog. Study 16, 1982, in the
         # nonmonotone form of Grippo et al.): once phi has not fallen below its best by WATCHDOG_DECREASE
@@ -541,7 +559,9 @@ def sqp(x: FloatArray, u: FloatArray, qp_step: Callable[..., SQPStep],
                 continue  # (this iterate again)
             elif s.rho == 0.0 and s.elastic == 0.0 and defect <= tol["defect"] and (
                     s.step <= tol["floor"] or pred <= merit_noise(J, s.nu, s.x, tol["rounding"])):
-                return result(it, 0)  # (the merit's resolution: see SQP_TOLERANCES; w stays, converged)
+                if not _polish(s, tol):
+                    return result(it, 0)  # (the merit's resolution: see SQP_TOLERANCES; w stays, converged)
+                continue  # (this iterate again)
             else:
                 return result(it, 3, f"{SQP_STATUS[3]} (merit {phi:.6g})")
         alpha, s.x, s.u, phi_t = found
@@ -550,6 +570,15 @@ def sqp(x: FloatArray, u: FloatArray, qp_step: Callable[..., SQPStep],
             s.states = s.states and alpha < 1.0
         s.step *= alpha
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _polish(s: _Iterate, tol: dict[str, float]) -> bool:
+    """At an exact SQP's end short of the step tolerance, whether it goes on with Gauss-Newton's QPs (see
+    `POLISH_ITERATIONS`); counts those iterations."""
+    if not s.newton or s.polish >= 0 or s.proposed <= tol["step"] or not s.curved:
+        return False
+    s.polish = 0
+    return True
 
 
 def _merit_weight(nu: float, multiplier: float, elastic: float, newton: bool) -> float:
