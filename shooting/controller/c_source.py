@@ -391,14 +391,7 @@ def generate_controller(spec: ControllerSpec, name: str, *, real: Real = "double
         UREF_LEN=1 if ru2_inverse is not None else N * model.nu,
     )
     fn = _stage_functions(spec, emitter, real)
-    cost, cost_n = bool(fn["has_cost"]), bool(fn["has_cost_n"])
-    values.update(HK_LEN=N * z.nx * z.nx if cost else 1, SK_LEN=N * z.nu * z.nx if cost else 1,
-                  RK_LEN=N * z.nu * z.nu if cost else 1, HNK_LEN=z.nx * z.nx if cost_n else 1,
-                  QK_LEN=(N + 1) * z.nx if cost or cost_n else 1, RKG_LEN=N * z.nu if cost or cost_n else 1,
-                  WC_LEN=N * (model.nx + model.nu) ** 2 if fn["riccati_pass"] else 1, PHI_LEN=N * z.nx * z.nx
-                  if fn["riccati_pass"] else 1,
-                  soc_members=_SOC_MEMBERS.format(name=name, N=N, NX=model.nx, NU=model.nu)
-                  if SOC and spec.sqp_hessian == "exact" else "")
+    values.update(_cost_lengths(spec, name, fn))
     source = render_from(
         TEMPLATES, "mpc.c.in",
         **{k: values[k] for k in ("name", "NAME", "version", "NX", "NU", "NP", "NP_1", "N", "NXQ", "NBX", "G_LEN")},
@@ -483,6 +476,20 @@ _SOC_MEMBERS = """\
                                          * is tried */
   {name}_real uc[{N} * {NU}];
 """
+
+
+def _cost_lengths(spec: ControllerSpec, name: str, fn: Mapping[str, Any]) -> dict[str, object]:
+    """The memory struct's arrays that only some problems use (one entry where unused): the stages' cost blocks
+    and gradients (a stage_cost or terminal_cost), the exact Hessian's curvature and shift (its Riccati pass), and
+    the second-order correction's copy of the QP's step (an exact SQP's)."""
+    z, N, model = spec.sizes, spec.horizon, spec.model
+    cost, cost_n, riccati = bool(fn["has_cost"]), bool(fn["has_cost_n"]), bool(fn["riccati_pass"])
+    return dict(HK_LEN=N * z.nx * z.nx if cost else 1, SK_LEN=N * z.nu * z.nx if cost else 1,
+                RK_LEN=N * z.nu * z.nu if cost else 1, HNK_LEN=z.nx * z.nx if cost_n else 1,
+                QK_LEN=(N + 1) * z.nx if cost or cost_n else 1, RKG_LEN=N * z.nu if cost or cost_n else 1,
+                WC_LEN=N * (model.nx + model.nu) ** 2 if riccati else 1, PHI_LEN=N * z.nx * z.nx if riccati else 1,
+                soc_members=_SOC_MEMBERS.format(name=name, N=N, NX=model.nx, NU=model.nu)
+                if SOC and spec.sqp_hessian == "exact" else "")
 
 
 def _header(spec: ControllerSpec, values: dict[str, Any], real: Real, emitter: CEmitter, qp_work: str,

@@ -95,7 +95,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from shooting.qp import StageQPResult
+from shooting.mpc.sqp_result import SQPResult, SQPStep
 
 __all__ = ["ARMIJO", "COLD_START_ITERATIONS", "CURVATURE_STEP", "ELASTIC_START", "ELASTIC_STEER", "ELASTIC_TRIES",
            "POLISH_ITERATIONS",
@@ -219,71 +219,6 @@ def qp_tolerances(loose: bool, tight: dict[str, float]) -> dict[str, float]:
         The QP's own tolerances (``tol_stat``, ``tol_eq``, ``tol_mu``).
     """
     return {key: max(value, QP_LOOSE[key]) if loose else value for key, value in tight.items()}
-
-
-@dataclass(frozen=True)
-class SQPStep:
-    """What one QP of an SQP iteration gives: its solution, the decrease of the QP's objective from the guess
-    to it (the model's predicted decrease of J), the size of the equalities' multipliers."""
-
-    x: FloatArray
-    u: FloatArray
-    ok: bool
-    model_decrease: float
-    multiplier: float
-    message: str = ""
-    qp: StageQPResult | None = None  # the QP's solution (the next iteration's QP tries its active set first)
-    stationarity: float = np.inf  # max|H dw| relative: the Lagrangian's gradient at the iterate (see above)
-    hessian_scale: float = 0.0  # what the proximal term's weight was relative to (see `sqp`'s qp_step)
-    status: int = 0  # the QP solver's status (`shooting.qp.OCP_QP_STATUS`: 2 infeasible)
-    violation: float = 0.0  # an elastic QP's hard rows' linearised violation at its solution (l1)
-    gradient: float = 0.0  # the cost gradient's largest entry at the iterate (the elastic weight's scale)
-
-
-@dataclass(frozen=True)
-class SQPResult:
-    """An SQP run.
-
-    Attributes
-    ----------
-    x : ndarray, shape (N+1, nx)
-    u : ndarray, shape (N, nu)
-    iterations : int
-    status : int
-        0 converged, else a key of `SQP_STATUS`.
-    step : float
-        The last step's size (infinity norm, relative).
-    defect : float
-        The dynamics' defects at the end (infinity norm, relative).
-    message : str
-    stationarity : float
-        The last exact QP's max|H dw| relative to the cost gradient's terms (see the module docstring); inf
-        before one.
-    merit_weight : float
-        The l1 merit's penalty nu on the defects and the hard rows' excess at the end (at least 1.1 times the
-        largest multiplier of the dynamics and the hard rows of the last QP; an exact penalty needs nu above
-        the KKT point's largest, Nocedal and Wright, Numerical Optimization, 2nd ed., thm. 17.3). 0 where no
-        QP was solved.
-    infeasibility : float
-        The largest violation of a hard row (input and state bounds, path and terminal constraints) at the end,
-        in the model's units: 0 at a feasible point; with status 2 by how much the NLP's hard rows cannot be met
-        near it.
-    """
-
-    x: FloatArray
-    u: FloatArray
-    iterations: int
-    status: int
-    step: float
-    defect: float
-    message: str = ""
-    merit_weight: float = 0.0
-    stationarity: float = float("inf")
-    infeasibility: float = 0.0
-
-    @property
-    def success(self) -> bool:
-        return self.status == 0
 
 
 def next_prox(rho: float, alpha: float, held: bool, small: bool) -> float:
@@ -499,8 +434,7 @@ def sqp(x: FloatArray, u: FloatArray, qp_step: Callable[..., SQPStep],
                          _infeasibility(xs, us, defects))
 
     for it in range(max_iter + 1):
-        scale = 1.0 + max(np.abs(s.x).max(initial=0.0), np.abs(s.u).max(initial=0.0))
-        defect = float(np.abs(defects(s.x, s.u)).max(initial=0.0)) / scale
+        scale, defect = _measured(s, defects)
         if s.step <= tol["step"] and s.elastic > 0 and s.violation > 0 and defect > tol["defect"]:
             # a stationary point of the merit at which the hard rows' linearisation cannot be met: the NLP is
             # locally infeasible (the elastic QP's step vanishes with its slacks positive)
@@ -510,10 +444,8 @@ def sqp(x: FloatArray, u: FloatArray, qp_step: Callable[..., SQPStep],
             if s.rho == 0.0:
                 return result(it, 0)
             s.rho = 0.0  # (a small proximal step: the plain QP decides)
-        if s.polish >= 0:
-            s.polish += 1
-            if s.polish > POLISH_ITERATIONS:  # (the exact end stands: see POLISH_ITERATIONS)
-                return result(it, 0)
+        if _polished(s):  # (the exact end stands: see POLISH_ITERATIONS)
+            return result(it, 0)
         if it == max_iter:
             return result(it, 1, SQP_STATUS[1])
         loose = not s.exact and s.step > QP_LOOSE_STEP
@@ -521,8 +453,7 @@ def sqp(x: FloatArray, u: FloatArray, qp_step: Callable[..., SQPStep],
         if not qp.ok:
             return result(it, 2, f"{SQP_STATUS[2]}: {qp.message}")
         if it == 0:  # (the first QP may have re-seeded the guess)
-            scale = 1.0 + max(np.abs(s.x).max(initial=0.0), np.abs(s.u).max(initial=0.0))
-            defect = float(np.abs(defects(s.x, s.u)).max(initial=0.0)) / scale
+            scale, defect = _measured(s, defects)
         dx, du = qp.x - s.x, qp.u - s.u
         if prox and s.prox_scale is None:
             s.prox_scale = qp.hessian_scale
@@ -570,6 +501,19 @@ def sqp(x: FloatArray, u: FloatArray, qp_step: Callable[..., SQPStep],
             s.states = s.states and alpha < 1.0
         s.step *= alpha
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _measured(s: _Iterate, defects: Callable[[FloatArray, FloatArray], FloatArray]) -> tuple[float, float]:
+    """The iterate's scale, 1 + its largest entry, and its defects' largest relative to it."""
+    scale = 1.0 + max(np.abs(s.x).max(initial=0.0), np.abs(s.u).max(initial=0.0))
+    return scale, float(np.abs(defects(s.x, s.u)).max(initial=0.0)) / scale
+
+
+def _polished(s: _Iterate) -> bool:
+    """Counts a polishing iteration (see `POLISH_ITERATIONS`); whether they are all spent."""
+    if s.polish >= 0:
+        s.polish += 1
+    return s.polish > POLISH_ITERATIONS
 
 
 def _polish(s: _Iterate, tol: dict[str, float]) -> bool:
