@@ -598,3 +598,29 @@ def _is_json_type(value: object, kind: type) -> bool:
 def _json_type(value: object) -> str:
     return {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null",
             int: "an integer", float: "a number"}.get(type(value), type(value).__name__)
+
+
+def scale_spec(value: object, what: str) -> object:
+    """A variable scaling as given (`shooting.mpc.scaling`): "auto" (also for None), or positive finite numbers.
+
+    Returns
+    -------
+    "auto" or ndarray, shape (n,)
+        The length is checked against the model where it is known (`scale`).
+    """
+    if value is None or (isinstance(value, str) and value == "auto"):
+        return "auto"
+    if isinstance(value, (str, bytes)):
+        raise ValueError(f"{what} must be 'auto' or positive numbers (one per variable), got {_show(value)}")
+    arr = array(value, what).reshape(-1)
+    if not (arr > 0).all():
+        raise ValueError(f"{what} must be positive (a scale divides its variable), got {_show(value)}")
+    return arr
+
+
+def scale(value: object, n: int, what: str) -> FloatArray | None:
+    """`scale_spec` with the length `n` checked: None for "auto" (the caller's rule), else an array (n,)."""
+    spec = scale_spec(value, what)
+    if isinstance(spec, str):
+        return None
+    return vector(spec, n, what)

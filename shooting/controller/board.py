@@ -130,7 +130,7 @@ def board_loop(export: CExport, spec: ControllerSpec, x0: FloatArray, steps: int
     ToolchainError
         A tool that is missing, fails to build, or times out; or a program that faults.
     """
-    model = spec.model
+    model = spec.plant_model
     plant = build_integrator(model, PLANT_METHOD, PLANT_STEPS, "none", name="shooting_plant")
     z_start = model.consistent_z(x0, model.u0, model.p0) if model.nz else np.zeros(0)  # (as the host's plant)
     plant_c = generate_c(plant, "shooting_plant", real="double")

@@ -14,6 +14,7 @@ stages and is solved by the interior-point Riccati method of `shooting.qp`
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import textwrap
 from collections.abc import Mapping
@@ -138,6 +139,11 @@ class ControllerSpec:
     curvature, curvature_n : casadi.Function or None
         With ``hessian="exact"``: the constraints' curvature per stage and at the end
         (`shooting.mpc.curvature.curvature_functions`).
+    user_model : Model or None
+        With scaled variables (`MultipleShootingOCP.scaled_twin`): the model in its own units; `model` and every
+        array above are then the scaled twin's (x / x_scale, u / u_scale).
+    x_scale, u_scale : ndarray or None, shapes (nx,) and (nu,)
+        The scales (None: 1).
     """
 
     model: Model
@@ -178,6 +184,22 @@ class ControllerSpec:
     sqp_hessian: Hessian = "gauss-newton"
     curvature: ca.Function | None = None
     curvature_n: ca.Function | None = None
+    user_model: Model | None = None
+    x_scale: FloatArray | None = None
+    u_scale: FloatArray | None = None
+
+    @property
+    def plant_model(self) -> Model:
+        """The model in its own units: the plant of the checks, what the interface speaks (`model` is the
+        controller's, in the scaled variables)."""
+        return self.model if self.user_model is None else self.user_model
+
+    @property
+    def scales(self) -> tuple[FloatArray, FloatArray]:
+        """x_scale (nx,) and u_scale (nu,): the controller's variables are x / x_scale, u / u_scale."""
+        nx, nu = self.model.nx, self.model.nu
+        return (np.ones(nx) if self.x_scale is None else self.x_scale,
+                np.ones(nu) if self.u_scale is None else self.u_scale)
 
     @property
     def hessian_option(self) -> ControllerHessian:
@@ -251,6 +273,17 @@ def controller_spec(ocp: MultipleShootingOCP, *, x0: object = None, guess: tuple
     """
     if not isinstance(ocp, MultipleShootingOCP):
         raise ValueError(f"ocp must be a shooting.MultipleShootingOCP, got {type(ocp).__name__}")
+    twin, dx, du = ocp.scaled_twin()
+    if twin is not ocp:  # the controller in the scaled variables, its interface in the model's units
+        m = ocp.model
+        start = m.x0 if x0 is None else _validate.vector(x0, m.nx, "x0", broadcast=False)
+        given = None if guess is None else (_validate.stage_rows(guess[0], ocp.horizon + 1, m.nx, "guess x") / dx,
+                                            _validate.stage_rows(guess[1], ocp.horizon, m.nu, "guess u") / du)
+        spec = controller_spec(twin, x0=start / dx, guess=given, max_qp_iterations=max_qp_iterations,
+                               max_sqp_iterations=max_sqp_iterations, hessian=hessian, real=real)
+        origin = spec.guess_origin if guess is not None else \
+            "IPOPT's solution of the OCP from x0 = [" + ", ".join(f"{v:.6g}" for v in start) + "] (scaled)"
+        return dataclasses.replace(spec, user_model=m, x_scale=dx, u_scale=du, guess_origin=origin)
     budget = budget_defaults(max_qp_iterations, max_sqp_iterations)
     hessian_choice, sqp_choice = hessians(hessian, ocp.problem.cost.stage_cost, ocp.problem.cost.terminal_cost,
                                           _validate.choice(real, REALS, "real"))
@@ -418,15 +451,18 @@ def generate_controller(spec: ControllerSpec, name: str, *, real: Real = "double
         tol_stat=literal(tol["tol_stat"], real), tol_eq=literal(tol["tol_eq"], real),
         tol_mu=literal(tol["tol_mu"], real),
         functions=emitter.source() + "\n" + qp.functions, body=body, value=value, n_value_out=plain.n_out(),
-        **sqp_values(real),
+        **sqp_values(real), scaled=int(spec.x_scale is not None or spec.u_scale is not None),
+        x_scale=_values(spec.scales[0], real), u_scale=_values(spec.scales[1], real),
     )
     header = _header(spec, values, real, emitter, qp.work, measured)
+    plant = spec.plant_model
     manifest = {
         "generator": GENERATOR, "generator_version": VERSION, "casadi_version": ca.__version__,  # type: ignore
         "files": controller_files(name), "name": name, "kind": "controller", "real": real,
-        "model": {"name": model.name, "nx": model.nx, "nu": model.nu, "np": model.np,
-                  "state_names": list(model.state_names), "input_names": list(model.input_names),
-                  "expression_sha256": model.expression_hash},
+        "model": {"name": plant.name, "nx": plant.nx, "nu": plant.nu, "np": plant.np,
+                  "state_names": list(plant.state_names), "input_names": list(plant.input_names),
+                  "expression_sha256": plant.expression_hash},
+        "scaling": {"x_scale": [float(v) for v in spec.scales[0]], "u_scale": [float(v) for v in spec.scales[1]]},
         "horizon": spec.horizon, "dt": spec.dt, "method": spec.method, "steps": spec.steps,
         "qp": {"variables": spec.nv, "stages": spec.horizon, "stage_states": z.nx, "stage_inputs": z.nu,
                "bounded_states": nb, "max_iterations": spec.max_qp_iterations, "soft_x_bounds": spec.soft,
@@ -435,7 +471,8 @@ def generate_controller(spec: ControllerSpec, name: str, *, real: Real = "double
                "hessian": spec.hessian, "sqp_hessian": spec.sqp_hessian},
         "budget": {"max_qp_iterations": spec.max_qp_iterations, "max_sqp_iterations": spec.max_sqp_iterations},
         "guess": spec.guess_origin, "reentrant": emitter.reentrant, "heap": False,
-        "reference": {"x_terminal": [float(v) for v in spec.x_ref[-1]], "u_first": [float(v) for v in spec.u_ref[0]]},
+        "reference": {"x_terminal": [float(v) for v in spec.x_ref[-1] * spec.scales[0]],
+                      "u_first": [float(v) for v in spec.u_ref[0] * spec.scales[1]]},
         **measured, **dict(metadata or {}),
     }
     files = {f"{stem}.c": source, f"{stem}.h": header, "manifest.json": _json(manifest),
@@ -505,6 +542,14 @@ def _header(spec: ControllerSpec, values: dict[str, Any], real: Real, emitter: C
     else:
         state_bounds = f"hard bounds on {', '.join(names)} at stages 1..N."
     slack_cost = f"\n *           + {spec.slack_l1:g} sum(s) + {spec.slack_l2:g} sum(s^2)" if spec.soft and nb else ""
+    if spec.x_scale is not None or spec.u_scale is not None:
+        dx, du = spec.scales
+        state_bounds += ("\n * Scaled variables (shooting.mpc.scaling): the controller works in x / x_scale,"
+                         " u / u_scale,"
+                         f"\n *   x_scale = {np.array2string(dx, separator=', ')},"
+                         f"\n *   u_scale = {np.array2string(du, separator=', ')};"
+                         "\n *   its interface (x0, u0, x_ref, u_ref, u_prev) is in the model's units, mem->x and"
+                         "\n *   mem->u (and the weights and bounds here) in the scaled ones.")
     if spec.rate:
         slack_cost += "\n *           + sum_{k<N} |u_k - u_{k-1}|_Rd^2 (u_{-1}: the input applied last)"
     ram = measured.get("ram")

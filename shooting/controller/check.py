@@ -131,11 +131,13 @@ def verified_optimum(ocp: MultipleShootingOCP, x0: FloatArray) -> FloatArray | N
     return np.asarray(solution.u, dtype=float) if solution.success else None
 
 
-def input_scale(spec: ControllerSpec) -> FloatArray:
-    """Each input's scale: its bound range, or where unbounded the largest of 1, |u_ref| and |u_guess|."""
+def input_scale(spec: ControllerSpec, *, scaled: bool = False) -> FloatArray:
+    """Each input's scale: its bound range, or where unbounded the largest of 1, |u_ref| and |u_guess|; in the
+    model's units (`scaled`: in the controller's variables u / u_scale)."""
     span = spec.u_max - spec.u_min
     fallback = np.maximum(1.0, np.maximum(np.abs(spec.u_ref).max(axis=0), np.abs(spec.u_guess).max(axis=0)))
-    return np.where(np.isfinite(span) & (span > 0), span, fallback)
+    scale = np.where(np.isfinite(span) & (span > 0), span, fallback)
+    return scale if scaled else scale * spec.scales[1]
 
 
 def compare_inputs(u: FloatArray, u_ref: FloatArray, samples: int, scale: FloatArray | None = None) -> float:
@@ -240,7 +242,7 @@ def input_tolerance(ocp: MultipleShootingOCP, spec: ControllerSpec, x0: FloatArr
     spread = rounding_spread(spec.step, vectors, real, elementwise=True)
     u = UNIT_ROUNDOFF[real]
     rng = np.random.default_rng(seed)
-    scale = input_scale(spec)
+    scale = input_scale(spec, scaled=True)  # (the QP's inputs are the spec's: scaled)
     first = whole = 0.0
     for _ in range(TOLERANCE_DRAWS):
         q = copy.deepcopy(qp)
@@ -352,7 +354,7 @@ def host_loop(export: CExport, spec: ControllerSpec, x0: FloatArray, steps: int,
     its process noise: `process_noise`)."""
     with tempfile.TemporaryDirectory(prefix="shooting_ctl_host_") as tmp:
         _write(export, Path(tmp))
-        controller = load_controller(tmp, model=spec.model)
+        controller = load_controller(tmp, model=spec.plant_model)
         controller.set_budget(*CHECK_BUDGET)  # (the reference has no budget)
         controller.step(x0, 0.0)  # the first sample alone: its whole prediction (the closed loop resets it)
         first = None if controller.u_pred is None else controller.u_pred.copy()

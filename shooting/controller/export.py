@@ -12,6 +12,7 @@ manifest and the header -> install. A failed check writes nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Callable, Mapping
@@ -141,7 +142,11 @@ class _Runs(ExportRuns):
         if self._tolerance is None:
             real = self.export.manifest["real"]
             self.say(f"estimating what {real} rounding does to the first QP's inputs (the check's tolerance)")
-            self._tolerance = input_tolerance(self.ocp, self.spec, self.x0, real, CHECK_SAMPLES)
+            # (in the controller's variables: the OCP's scaled twin, shooting.mpc.scaling; the verified first
+            # prediction back in the model's units, as the C's interface gives it)
+            twin, dx, du = self.ocp.scaled_twin()
+            tol = input_tolerance(twin, self.spec, self.x0 / dx, real, CHECK_SAMPLES)
+            self._tolerance = tol if tol.first_u is None else dataclasses.replace(tol, first_u=tol.first_u * du)
         return self._tolerance
 
     def reference(self) -> tuple[np.ndarray, list[str]]:
@@ -330,7 +335,7 @@ def export_controller(
     out = Path(out_dir)
     check_controller_export(out, name, real=real, target=target, check=check, force=force)
     if real == "float":
-        _check_float_weights(ocp)
+        _check_float_weights(ocp.scaled_twin()[0])  # (the weights the C holds: in the scaled variables)
     start = ocp.model.x0 if x0 is None else _validate.vector(x0, ocp.model.nx, "x0", broadcast=False)
     budget_defaults(max_qp_iterations, max_sqp_iterations)  # (refused before the long work)
     hessian = _validate.choice(hessian, CONTROLLER_HESSIANS, "hessian")

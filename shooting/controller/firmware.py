@@ -372,7 +372,7 @@ def firmware_files(spec: ControllerSpec, stem: str, x0: FloatArray, steps: int, 
     """
     if board not in BOARDS:
         raise ValueError(f"firmware for {board!r} is not written: choose one of {', '.join(BOARDS)}")
-    model = spec.model
+    model = spec.plant_model
     name = stem[:-len("_mpc")]
     plant = build_integrator(model, PLANT_METHOD, PLANT_STEPS, "none", name="shooting_plant")
     plant_c = generate_c(plant, "shooting_plant", real="double")

@@ -241,6 +241,14 @@ class HostController:
             _validate.vector(target, self.model.nx, "manifest reference x_terminal", broadcast=False)
         dtype = real_dtype(self.real)
         nx, nu, N = self.model.nx, self.model.nu, self.horizon
+        entry = manifest.get("scaling")
+        scaling: dict[str, Any] = entry if isinstance(entry, dict) else {}
+        # The C keeps its trajectory in the scaled variables (shooting.mpc.scaling): the predictions are multiplied
+        # back (an export without the entry: 1).
+        x_scale = _validate.scale(scaling.get("x_scale", 1.0), nx, f"{path}: scaling x_scale")
+        u_scale = _validate.scale(scaling.get("u_scale", 1.0), nu, f"{path}: scaling u_scale")
+        self._x_scale = np.ones(nx) if x_scale is None else x_scale
+        self._u_scale = np.ones(nu) if u_scale is None else u_scale
         self._x_mem = np.ctypeslib.as_array(ctypes.cast(lib.shim_x(self._mem), ctypes.POINTER(R)), (sizes["x"],))
         self._u_mem = np.ctypeslib.as_array(ctypes.cast(lib.shim_u(self._mem), ctypes.POINTER(R)), (sizes["u"],))
         assert self._x_mem.size == (N + 1) * nx and self._u_mem.size == N * nu
@@ -346,8 +354,8 @@ class HostController:
         #: Interior-point iterations (Riccati factorisations) over every QP of the last `solve`.
         self.solve_qp_iterations = int(self._lib.shim_qp_iterations_sample(self._mem))
         nx, nu = self.model.nx, self.model.nu
-        self.x_pred = self._x_mem.astype(np.float64).reshape(self.horizon + 1, nx)
-        self.u_pred = self._u_mem.astype(np.float64).reshape(self.horizon, nu)
+        self.x_pred = self._x_mem.astype(np.float64).reshape(self.horizon + 1, nx) * self._x_scale
+        self.u_pred = self._u_mem.astype(np.float64).reshape(self.horizon, nu) * self._u_scale
         infeasibility = float(self._lib.shim_sqp_infeasibility(self._mem))
         message = "" if status == 0 else CONTROLLER_STATUS.get(status, f"status {status}")
         if status == 2:
@@ -438,8 +446,8 @@ class HostController:
         feedback, prepare = data + float(self._seconds[0]), float(self._seconds[1])
         u = self._ubuf.astype(np.float64)
         nx, nu = self.model.nx, self.model.nu
-        self.x_pred = self._xs.astype(np.float64).reshape(self.horizon + 1, nx)
-        self.u_pred = self._us.astype(np.float64).reshape(self.horizon, nu)
+        self.x_pred = self._xs.astype(np.float64).reshape(self.horizon + 1, nx) * self._x_scale
+        self.u_pred = self._us.astype(np.float64).reshape(self.horizon, nu) * self._u_scale
         iterations = int(self._lib.shim_sqp_iterations(self._mem) if cold else self._lib.shim_qp_iterations(self._mem))
         self.qp_iterations.append(int(self._lib.shim_qp_iterations_sample(self._mem)))
         self.feedback_times.append(feedback)

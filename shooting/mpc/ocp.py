@@ -48,6 +48,7 @@ from shooting.mpc.problem import (
     column_expression,
     scalar_expression,
 )
+from shooting.mpc.scaling import auto_scale, controller_scales, is_unscaled, resolve_scale, scale_model, scaled_problem
 from shooting.mpc.solution import OCPSolution
 from shooting.mpc.solvers import NLPSolvers
 from shooting.options import Hessian, NLPSolver
@@ -123,6 +124,14 @@ class MultipleShootingOCP:
         library in the per-user cache and reuse it in later processes, which
         then skip the symbolic derivatives too (`shooting.mpc.nlp_cache`).
         None: as ``$SHOOTING_COMPILE_NLP`` says (off when unset).
+    x_scale, u_scale : "auto", None or array_like, shapes (nx,) and (nu,)
+        The NLP (and the controllers built from this OCP) work in x / x_scale
+        and u / u_scale (`shooting.mpc.scaling`). "auto" (None, the default):
+        a power of two near each variable's largest finite bound (else its
+        nominal value or reference) where that is beyond 100 or below 1/100,
+        else 1 (every built-in model is unscaled). Or positive numbers per
+        variable (one number: all). The solution, the bounds, the references
+        and every argument stay in the model's units.
 
     Attributes
     ----------
@@ -141,6 +150,8 @@ class MultipleShootingOCP:
         follow the states' in each stage's row of `OCPSolution.slacks`.
     soft_x_bounds : bool
     slack_l1, slack_l2 : float
+    x_scale, u_scale : ndarray, shapes (nx,) and (nu,)
+        The resolved scales.
 
     Raises
     ------
@@ -181,6 +192,8 @@ class MultipleShootingOCP:
         solver_options: Mapping[str, object] | None = None,
         jit: bool = False,
         compile_nlp: bool | None = None,
+        x_scale: object = None,
+        u_scale: object = None,
     ) -> None:
         problem = OCPProblem(
             horizon=horizon, dt=dt, method=method, steps=steps,
@@ -192,6 +205,7 @@ class MultipleShootingOCP:
                                     slack_l1=slack_l1, slack_l2=slack_l2),
             solver=SolverSettings(solver=solver, hessian=hessian, solver_options=solver_options, jit=jit,
                                   compile_nlp=compile_nlp),
+            x_scale=x_scale, u_scale=u_scale,
         )
         self._setup(model, problem)
 
@@ -251,6 +265,10 @@ class MultipleShootingOCP:
                              "place for the slacks): use solver='ipopt'")
         self._warned_references: set[tuple[str, int]] = set()
         self._check_references(self.x_ref, self.u_ref)
+        self.x_scale = resolve_scale(problem.x_scale, self.nx, "x_scale",
+                                     lambda: auto_scale(self.x_min, self.x_max, model.x0, self.x_ref))
+        self.u_scale = resolve_scale(problem.u_scale, self.nu, "u_scale",
+                                     lambda: auto_scale(self.u_min, self.u_max, model.u0, self.u_ref))
         self.step_function = build_integrator(model, problem.method, problem.steps, "none", unroll=HOST_UNROLL_STEPS,
                                               name=f"{model.name}_ocp_step")
         t = time.perf_counter()
@@ -267,6 +285,13 @@ class MultipleShootingOCP:
         base = ShootingLayout(N, nx, self.nu, self.np)
         w, P = ca.SX.sym("w", base.n_w), ca.SX.sym("P", base.n_p)
         X, U = base.states(w), base.inputs(w)
+        scaled = not is_unscaled(self.x_scale, self.u_scale)
+        Dx, Du = ca.DM(self.x_scale), ca.DM(self.u_scale)
+        if scaled:
+            # The decision vector holds x / x_scale and u / u_scale (shooting.mpc.scaling); below, everything is in
+            # the model's units, and the equality rows are divided by x_scale (the same change of variables for
+            # their multipliers), so that IPOPT sees a problem of order one.
+            X, U = [Dx * xk for xk in X], [Du * uk for uk in U]
         par = base.unpack_parameters(P)
         xr, ur, p, t0 = par["x_ref"], par["u_ref"], par["p"], par["t0"]  # p: column k for interval k
 
@@ -283,7 +308,7 @@ class MultipleShootingOCP:
 
         Q, R, Qf = (ca.DM(M) for M in (self.Q, self.R, self.Q_terminal))
         cost: ca.SX = ca.SX(0)
-        g = [X[0] - par["x0"]]
+        g = [(X[0] - par["x0"]) / Dx if scaled else X[0] - par["x0"]]
         nh = nh_user = 0
         H_user: list[ca.SX] = []  # the user's path rows per stage, before their slacks
         Sh = ca.SX(0, N)  # their slacks (soft path constraints)
@@ -295,7 +320,8 @@ class MultipleShootingOCP:
                 cost += ca.bilin(ca.DM(self.R_delta), du, du)
             if cost_spec.stage_cost is not None:
                 cost += scalar_expression(cost_spec.stage_cost(X[k], U[k], p[:, k]), "stage_cost")
-            g.append(X[k + 1] - Xn[:, k])  # x_{k+1} - F(x_k, u_k): the sign fatrop expects
+            defect = X[k + 1] - Xn[:, k]  # x_{k+1} - F(x_k, u_k): the sign fatrop expects
+            g.append(defect / Dx if scaled else defect)
             rows = [] if self.soft_algebraic.size else algebraic_bound_rows(self.model, Zn[:, k])
             if con.path_constraints is not None:
                 h_user = column_expression(con.path_constraints(X[k], U[k], p[:, k]), "path_constraints")
@@ -346,6 +372,9 @@ class MultipleShootingOCP:
         self._path_fn = ca.Function("path", [w, P], [H], ["w", "P"], ["h"])
         self._z_fn = ca.Function("z", [w, P], [Zn.T], ["w", "P"], ["z"])
         self._lbg, self._ubg = np.zeros(L.n_g), np.zeros(L.n_g)
+        self._g_scale = np.ones(L.n_g)  # what the rows are multiplied by to give the model's units
+        self._g_scale[L.x0_idx] = self.x_scale
+        self._g_scale[L.dyn_idx] = self.x_scale
         self._lbg[L.path_idx.ravel()] = -np.inf
         lo, hi = self._soft_bounds()
         self._lbg[L.soft_lo_idx], self._ubg[L.soft_lo_idx] = lo, np.inf
@@ -373,6 +402,8 @@ class MultipleShootingOCP:
     def variable_bounds(self) -> tuple[FloatArray, FloatArray]:
         """Lower and upper bounds of the decision vector: inputs at every stage, states from x_1 on.
 
+        In the NLP's scaled variables (x / x_scale, u / u_scale; slacks in the model's units).
+
         Returns
         -------
         lbx, ubx : ndarray, shape (n_w,)
@@ -381,11 +412,57 @@ class MultipleShootingOCP:
         lbx, ubx = np.full(L.n_w, -np.inf), np.full(L.n_w, np.inf)
         x_min, x_max = self.x_min.copy(), self.x_max.copy()
         x_min[self.soft_states], x_max[self.soft_states] = -np.inf, np.inf  # soft: rows of g instead
-        lbx[L.x_idx[1:]], ubx[L.x_idx[1:]] = x_min, x_max
-        lbx[L.u_idx], ubx[L.u_idx] = self.u_min, self.u_max
+        lbx[L.x_idx[1:]], ubx[L.x_idx[1:]] = x_min / self.x_scale, x_max / self.x_scale
+        lbx[L.u_idx], ubx[L.u_idx] = self.u_min / self.u_scale, self.u_max / self.u_scale
         lbx[L.s_idx] = 0.0
         lbx[L.sh_idx] = 0.0
         return lbx, ubx
+
+    def pack(self, x: FloatArray, u: FloatArray, s: FloatArray | None = None,
+             sh: FloatArray | None = None) -> FloatArray:
+        """The NLP's decision vector (scaled variables) of states x (N+1, nx) and inputs u (N, nu) in the model's
+        units, slacks s (N, ns) and sh (N, nsh) (default 0), shape (n_w,)."""
+        return self.layout.pack_w(np.asarray(x, dtype=float) / self.x_scale, np.asarray(u, dtype=float) / self.u_scale,
+                                  s, sh)
+
+    def unpack(self, w: FloatArray) -> tuple[FloatArray, FloatArray]:
+        """States (N+1, nx) and inputs (N, nu), in the model's units, of the NLP's decision vector `w`."""
+        x, u = self.layout.unpack_w(w)
+        return x * self.x_scale, u * self.u_scale
+
+    @property
+    def w_scale(self) -> FloatArray:
+        """What the decision vector is multiplied by to give the model's units, shape (n_w,)."""
+        N, L = self.horizon, self.layout
+        return L.pack_w(np.tile(self.x_scale, (N + 1, 1)), np.tile(self.u_scale, (N, 1)), np.ones((N, L.ns)),
+                        np.ones((N, L.nsh)))
+
+    def scaled_twin(self) -> tuple[MultipleShootingOCP, FloatArray, FloatArray]:
+        """The OCP the controllers solve: this one in the variables x / dx, u / du (the scales 1), and dx, du.
+
+        dx, du are `x_scale`, `u_scale` but 1 on the states with soft bounds
+        (`shooting.mpc.scaling.controller_scales`). Without scaling the twin is
+        this OCP itself. Built once, then kept.
+
+        Returns
+        -------
+        twin : MultipleShootingOCP
+        dx : ndarray, shape (nx,)
+        du : ndarray, shape (nu,)
+        """
+        if getattr(self, "_twin", None) is None:
+            dx, du = controller_scales(self.x_scale, self.u_scale, self.soft_states)
+            if is_unscaled(dx, du):
+                self._twin = (self, dx, du)
+            else:
+                weights = {"Q": self.Q, "R": self.R, "Q_terminal": self.Q_terminal, "R_delta": self.R_delta,
+                           "x_ref": self.x_ref, "u_ref": self.u_ref}
+                bounds = {"x_min": self.x_min, "x_max": self.x_max, "u_min": self.u_min, "u_max": self.u_max}
+                twin = MultipleShootingOCP.from_problem(
+                    scale_model(self.model, dx, du),
+                    scaled_problem(self.problem, self.nx, weights, bounds, dx, du))
+                self._twin = (twin, dx, du)
+        return self._twin
 
     def _gauss_newton_hessian(self) -> ca.Function:
         # Gauss-Newton: the Hessian of the cost alone (exact for the quadratic
@@ -451,11 +528,12 @@ class MultipleShootingOCP:
         Returns
         -------
         ndarray, shape (n_w,)
+            The NLP's decision vector (scaled variables: `unpack` gives x and u).
         """
         N = self.horizon
         x0v = _validate.vector(x0, self.nx, "x0", broadcast=False)
         ur = self.u_ref if u_ref is None else _validate.stage_rows(u_ref, N, self.nu, "u_ref")
-        return self.layout.pack_w(np.tile(x0v, (N + 1, 1)), np.clip(ur, self.u_min, self.u_max))
+        return self.pack(np.tile(x0v, (N + 1, 1)), np.clip(ur, self.u_min, self.u_max))
 
     def solve(
         self,
@@ -518,13 +596,14 @@ class MultipleShootingOCP:
         stats = solver.stats()
         w = np.array(res["x"]).ravel()
         g = np.array(res["g"]).ravel()
+        ws, gs = self.w_scale, self._g_scale  # (violations in the model's units)
         viol = max(
-            float(np.max(np.maximum(self.lbx - w, 0.0), initial=0.0)),
-            float(np.max(np.maximum(w - self.ubx, 0.0), initial=0.0)),
-            float(np.max(np.maximum(self._lbg - g, 0.0), initial=0.0)),
-            float(np.max(np.maximum(g - self._ubg, 0.0), initial=0.0)),
+            float(np.max(np.maximum(self.lbx - w, 0.0) * ws, initial=0.0)),
+            float(np.max(np.maximum(w - self.ubx, 0.0) * ws, initial=0.0)),
+            float(np.max(np.maximum(self._lbg - g, 0.0) * gs, initial=0.0)),
+            float(np.max(np.maximum(g - self._ubg, 0.0) * gs, initial=0.0)),
         )
-        x, u = self.layout.unpack_w(w)
+        x, u = self.unpack(w)
         success, status = bool(stats.get("success", False)), NLPSolvers.status(stats)
         residual = algebraic_residual(self.model, self._step_map, self.layout.unpack_parameters(P), x, u, self.dt)
         if residual > ALGEBRAIC_TOLERANCE:
@@ -540,13 +619,14 @@ class MultipleShootingOCP:
             solve_time=elapsed, max_violation=viol, w=w, lam_x=np.array(res["lam_x"]).ravel(),
             lam_g=np.array(res["lam_g"]).ravel(), layout=self.layout, stats=dict(stats),
             messages=printed.text.strip(), z=np.array(self._z_fn(w, P), dtype=float).reshape(self.horizon, -1),
+            w_scale=None if is_unscaled(self.x_scale, self.u_scale) else self.w_scale,
         )
 
     def _primal(self, guess: tuple[object, object]) -> FloatArray:
         """The decision vector of a guess (x (N+1, nx), u (N, nu)), each soft bound's slack its smallest."""
         x = _validate.stage_rows(guess[0], self.horizon + 1, self.nx, "guess x")
-        return self.layout.pack_w(x, _validate.stage_rows(guess[1], self.horizon, self.nu, "guess u"),
-                                  self.minimal_slacks(x) if not self.soft_algebraic.size else None)
+        return self.pack(x, _validate.stage_rows(guess[1], self.horizon, self.nu, "guess u"),
+                         self.minimal_slacks(x) if not self.soft_algebraic.size else None)
 
     def _soft_bounds(self) -> tuple[FloatArray, FloatArray]:
         """Lower and upper bounds of the softened quantities (states, then algebraic states), shape (ns,) each."""
@@ -583,8 +663,8 @@ class MultipleShootingOCP:
         """
         x, u = np.asarray(x, dtype=float), np.asarray(u, dtype=float)
         P = self.parameters(np.asarray(x, dtype=float)[0], x_ref, u_ref, p, t0, u_prev)
-        z = np.array(self._z_fn(self.layout.pack_w(x, u), P), dtype=float) if self.soft_algebraic.size else None
-        w = self.layout.pack_w(x, u, self.minimal_slacks(x, z))
+        z = np.array(self._z_fn(self.pack(x, u), P), dtype=float) if self.soft_algebraic.size else None
+        w = self.pack(x, u, self.minimal_slacks(x, z))
         if self.layout.nsh:  # the soft path constraints' smallest slacks
             w[self.layout.sh_idx] = np.maximum(0.0, np.array(self._path_fn(w, P), dtype=float).T)
         return float(self._cost_fn(w, P))
@@ -594,4 +674,4 @@ class MultipleShootingOCP:
         `solve`."""
         x, u = np.asarray(x, dtype=float), np.asarray(u, dtype=float)
         P = self.parameters(x[0], p=p)
-        return np.array(self._path_fn(self.layout.pack_w(x, u), P), dtype=float).T
+        return np.array(self._path_fn(self.pack(x, u), P), dtype=float).T

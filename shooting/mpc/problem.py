@@ -245,12 +245,17 @@ class OCPProblem:
     cost : QuadraticCost, optional
     constraints : Constraints, optional
     solver : SolverSettings, optional
+    x_scale, u_scale : "auto", None or array_like, shapes (nx,) and (nu,)
+        The solvers work in x / x_scale and u / u_scale (`shooting.mpc.scaling`):
+        "auto" (or None, the default) from the finite bounds, else the nominal
+        values and references; or positive numbers per variable. The answer
+        and every interface stay in the model's units.
 
     Raises
     ------
     ValueError
-        A non-positive horizon, dt or step count, an unknown tableau, or a
-        group of the wrong type.
+        A non-positive horizon, dt or step count, an unknown tableau, a
+        group of the wrong type, a scale that is not positive.
     """
 
     horizon: int
@@ -260,6 +265,8 @@ class OCPProblem:
     cost: QuadraticCost = field(default_factory=QuadraticCost)
     constraints: Constraints = field(default_factory=Constraints)
     solver: SolverSettings = field(default_factory=SolverSettings)
+    x_scale: object = None
+    u_scale: object = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "horizon", _validate.integer(self.horizon, "horizon", minimum=1,
@@ -270,6 +277,8 @@ class OCPProblem:
         for name, kind in (("cost", QuadraticCost), ("constraints", Constraints), ("solver", SolverSettings)):
             if not isinstance(getattr(self, name), kind):
                 raise ValueError(f"{name} must be a shooting.{kind.__name__}, got {type(getattr(self, name)).__name__}")
+        for name in ("x_scale", "u_scale"):
+            object.__setattr__(self, name, _validate.scale_spec(getattr(self, name), name))
 
     @property
     def tableau(self) -> ButcherTableau:

@@ -23,6 +23,7 @@ again before its feedback.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -161,6 +162,10 @@ class RTIController:
             raise ValueError(f"path and terminal constraints need qp_solver='riccati-ipm' (its general rows), "
                              f"not {qp_solver!r}")
         self.ocp, self.model, self.dt = ocp, ocp.model, ocp.dt
+        # Scaled variables (shooting.mpc.scaling): everything inside works on the OCP's twin in x / dx, u / du; step
+        # and solve take and give the model's units.
+        work, self._dx, self._du = ocp.scaled_twin()
+        self._work = ocp = work
         self.initialize_with_ipopt = _validate.flag(initialize_with_ipopt, "initialize_with_ipopt")
         self.cold_start_iterations = _validate.integer(cold_start_iterations, "cold_start_iterations", minimum=0,
                                                        maximum=MAX_SQP_ITERATIONS)
@@ -211,7 +216,7 @@ class RTIController:
         self.last_sqp: SQPResult | None = None
         # The stage QP's slacks and multipliers, shifted: the next solve's warm start (as the C's).
         self._qp_warm: StageQPResult | None = None
-        self.u_last = np.zeros(self.ocp.nu)
+        self.u_last = np.zeros(self._work.nu)
         self.feedback_times.clear()
         self.preparation_times.clear()
 
@@ -223,9 +228,9 @@ class RTIController:
         assert self._guess is not None
         t_start = time.perf_counter()
         if P is None:
-            P = self.ocp.parameters(np.zeros(self.ocp.nx), t0=t, u_prev=self.u_last)
+            P = self._work.parameters(np.zeros(self._work.nx), t0=t, u_prev=self.u_last)
         if self._stages is not None:
-            L = self.ocp.layout
+            L = self._work.layout
             xb, ub = L.unpack_w(self._guess.w)
             d = L.unpack_parameters(np.asarray(P, dtype=float))
             self._prepared = self._stages.build(xb, ub, d["x_ref"], d["u_ref"], d["p"], float(d["t0"]),
@@ -242,7 +247,7 @@ class RTIController:
     @property
     def horizon(self) -> int:
         """The OCP's number of intervals N."""
-        return int(self.ocp.horizon)
+        return int(self._work.horizon)
 
     def step(self, x: npt.ArrayLike, t: float, *, x_ref: npt.ArrayLike | None = None,
              u_ref: npt.ArrayLike | None = None, p: npt.ArrayLike | None = None,
@@ -273,11 +278,28 @@ class RTIController:
             sample (a QP that did not solve too, its iterate's first input
             applied) the next one starts afresh from its measured state.
         """
-        ocp = self.ocp
+        ocp = self._work
+        xv = _validate.vector(x, ocp.nx, "x", broadcast=False) / self._dx
+        prev = self.u_last if u_prev is None else self._scaled(u_prev, self._du, "u_prev")
+        P = ocp.parameters(np.zeros(ocp.nx), self._scaled(x_ref, self._dx, "x_ref"),
+                           self._scaled(u_ref, self._du, "u_ref"), p, t, prev)
+        return self._unscaled(self._step(xv, P, t))
+
+    def _scaled(self, value: npt.ArrayLike | None, scale: npt.NDArray[np.float64], what: str
+                ) -> npt.NDArray[np.float64] | None:
+        """An argument in the model's units (one row or rows of stages) in the twin's, None kept."""
+        if value is None:
+            return None
+        return _validate.array(value, what) / scale
+
+    def _unscaled(self, step: ControlStep) -> ControlStep:
+        """A sample's result in the model's units."""
+        return step if self._work is self.ocp else dataclasses.replace(step, u=step.u * self._du)
+
+    def _step(self, xv: npt.NDArray[np.float64], P: npt.NDArray[np.float64], t: float) -> ControlStep:
+        """`step` in the twin's variables."""
+        ocp = self._work
         L = ocp.layout
-        xv = _validate.vector(x, ocp.nx, "x", broadcast=False)
-        prev = self.u_last if u_prev is None else u_prev
-        P = ocp.parameters(np.zeros(ocp.nx), x_ref, u_ref, p, t, prev)
         prepare = 0.0
         iterate = self.cold_start_iterations if self._cold else self.sqp_iterations
         if self._stages is not None and (iterate > 1 or (self._cold and iterate > 0)):
@@ -332,10 +354,11 @@ class RTIController:
     def _sqp_step(self, x: npt.NDArray[np.float64], P: npt.NDArray[np.float64], t: float, iterations: int,
                   cold: bool) -> ControlStep:
         """A sample by SQP (`solve`; `cold`: its proximal term): apply its first input, shift its solution."""
-        ocp, L = self.ocp, self.ocp.layout
+        ocp, L = self._work, self._work.layout
         started = time.perf_counter()
         result = self._sqp(x, P, iterations, cold)
-        self.last_sqp = result
+        self.last_sqp = result if self._work is self.ocp else \
+            dataclasses.replace(result, x=result.x * self._dx, u=result.u * self._du)
         feedback = time.perf_counter() - started
         self.feedback_times.append(feedback)
         u = np.clip(result.u[0], ocp.u_min, ocp.u_max)
@@ -355,7 +378,7 @@ class RTIController:
     def _feedback_sparse(self, x: npt.NDArray[np.float64], prepared: tuple[Any, ...]
                          ) -> tuple[npt.NDArray[np.float64], Any, Any, bool, str, int]:
         """The whole sparse QP by CasADi's conic solver (qrqp, osqp)."""
-        ocp, L = self.ocp, self.ocp.layout
+        ocp, L = self._work, self._work.layout
         A, b, g, H = prepared
         sparse = self._sparse
         lba, uba = sparse.lba.copy(), sparse.uba.copy()
@@ -388,7 +411,7 @@ class RTIController:
 
     def _row_name(self, row: int) -> str:
         """What row `row` of the sparse QP is, in the OCP's terms."""
-        L, names = self.ocp.layout, self.model.state_names
+        L, names = self._work.layout, self.model.state_names
         for what, idx in (("initial state", L.x0_idx[None, :]), ("dynamics of stage", L.dyn_idx),
                           ("soft lower bound at stage", L.soft_lo_idx), ("soft upper bound at stage", L.soft_hi_idx)):
             hit = np.argwhere(idx == row)
@@ -396,7 +419,7 @@ class RTIController:
                 k, j = (int(v) for v in hit[0])
                 if what == "initial state":
                     return f"row {row} ({what}, {names[j]})"
-                state = names[j] if "dynamics" in what else names[int(self.ocp.soft_states[j])]
+                state = names[j] if "dynamics" in what else names[int(self._work.soft_states[j])]
                 return f"row {row} ({what} {k + 1 if 'bound' in what else k}, {state})"
         return f"row {row}"
 
@@ -404,7 +427,7 @@ class RTIController:
                          ) -> tuple[npt.NDArray[np.float64], None, None, bool, str, int]:
         """The stage-wise QP by the interior-point Riccati solver, from the guess."""
         assert self._stages is not None and self._guess is not None
-        L = self.ocp.layout
+        L = self._work.layout
         u_prev = L.unpack_parameters(P)["u_prev"]
         xb, ub = L.unpack_w(self._guess.w)
         res = self._stages.solve(self._stages.with_state(qp, x, u_prev), x_guess=self._stages.guess(xb, ub, u_prev),
@@ -412,7 +435,7 @@ class RTIController:
         # optimal, or stopped at its iteration limit at an interior iterate the next sample goes on from (the C's
         # budget): warm; anything else, cold
         self._qp_warm = self._stages.shifted(res) if res.status in (0, 1) else None
-        xs, us = res.x[:, :self.ocp.nx], res.u
+        xs, us = res.x[:, :self._work.nx], res.u
         w = L.pack_w(xs, us, self._slacks(xs))
         return w, None, None, res.status == 0, "budget" if res.status == 1 else res.message, res.iterations
 
@@ -431,18 +454,22 @@ class RTIController:
         """
         if self._stages is None:
             raise ValueError(f"solve needs qp_solver='riccati-ipm' (this controller uses {self.qp_solver!r})")
-        ocp = self.ocp
-        xv = _validate.vector(x0, ocp.nx, "x0", broadcast=False)
+        ocp = self._work
+        xv = _validate.vector(x0, ocp.nx, "x0", broadcast=False) / self._dx
         max_iter = _validate.integer(max_iter, "max_iter", minimum=1, maximum=MAX_SQP_ITERATIONS)
-        prev = self.u_last if u_prev is None else u_prev
-        result = self._sqp(xv, ocp.parameters(np.zeros(ocp.nx), x_ref, u_ref, p, t0, prev), max_iter, True)
+        prev = self.u_last if u_prev is None else self._scaled(u_prev, self._du, "u_prev")
+        P = ocp.parameters(np.zeros(ocp.nx), self._scaled(x_ref, self._dx, "x_ref"),
+                           self._scaled(u_ref, self._du, "u_ref"), p, t0, prev)
+        result = self._sqp(xv, P, max_iter, True)
+        if self._work is not self.ocp:
+            result = dataclasses.replace(result, x=result.x * self._dx, u=result.u * self._du)
         self.last_sqp = result
         return result
 
     def _sqp(self, x0: npt.NDArray[np.float64], P: npt.NDArray[np.float64], max_iter: int, prox: bool) -> SQPResult:
         """`solve` for data P (`prox`: `shooting.mpc.sqp`'s); leaves the result as the guess, the controller warm."""
         assert self._stages is not None
-        ocp, L, builder = self.ocp, self.ocp.layout, self._stages
+        ocp, L, builder = self._work, self._work.layout, self._stages
         d = L.unpack_parameters(P)
         xr, ur, pp, t0, u_prev = d["x_ref"], d["u_ref"], d["p"], float(d["t0"]), d["u_prev"]
         w = self._initial_guess(x0, P) if self._guess is None else self._guess.w
@@ -472,11 +499,11 @@ class RTIController:
 
     def _slacks(self, x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64] | None:
         """The OCP's one slack per soft state bound: what the states exceed it by."""
-        if not self.ocp.layout.ns:
+        if not self._work.layout.ns:
             return None
-        j = self.ocp.soft_states
+        j = self._work.soft_states
         xj = x[1:, j]
-        return np.maximum(0.0, np.maximum(self.ocp.x_min[j] - xj, xj - self.ocp.x_max[j]))
+        return np.maximum(0.0, np.maximum(self._work.x_min[j] - xj, xj - self._work.x_max[j]))
 
     def _nonfinite(self, prepared: Any) -> str | None:
         """Where the prepared QP's data are not finite ("stage k" or "row r ..."), or None."""
@@ -492,7 +519,7 @@ class RTIController:
 
     def _failed(self, prepare: float, feedback: float, status: str, iterations: int, why: str) -> ControlStep:
         """A failed sample: hold the last input; the next sample starts afresh from its measured state."""
-        ocp = self.ocp
+        ocp = self._work
         self._guess, self._prepared, self._prepared_P, self._qp_warm = None, None, None, None
         self._cold = True
         return ControlStep(u=np.clip(self.u_last, ocp.u_min, ocp.u_max), solve_time=feedback + prepare,
@@ -500,7 +527,7 @@ class RTIController:
 
     def _initial_guess(self, x: npt.NDArray[np.float64], P: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         """The first linearisation point: IPOPT's solution for this sample's data (or the OCP's cold guess)."""
-        ocp = self.ocp
+        ocp = self._work
         if not self.initialize_with_ipopt:
             return ocp.initial_guess(x)
         d = ocp.layout.unpack_parameters(P)

@@ -33,7 +33,8 @@ class OCPSolution:
     max_violation : float
         Largest violation of the constraints and bounds at the returned point.
     w : ndarray, shape (n_w,)
-        The decision vector (see `ShootingLayout`).
+        The NLP's decision vector (see `ShootingLayout`), in the OCP's scaled
+        variables (x / x_scale, u / u_scale; `x`, `u` are in the model's units).
     lam_x : ndarray, shape (n_w,)
         Multipliers of the variable bounds.
     lam_g : ndarray, shape (n_g,)
@@ -47,6 +48,8 @@ class OCPSolution:
     z : ndarray, shape (N, nz)
         For a model with algebraic states, z at x_1..x_N (row k-1 for x_k:
         the step's z output of interval k-1); shape (N, 0) otherwise.
+    w_scale : ndarray, shape (n_w,), optional
+        What `w` is multiplied by to give the model's units (None: ones).
     """
 
     x: FloatArray
@@ -64,6 +67,7 @@ class OCPSolution:
     stats: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     messages: str = field(default="", repr=False, compare=False)
     z: FloatArray = field(default_factory=lambda: np.zeros((0, 0)), repr=False, compare=False)
+    w_scale: FloatArray | None = field(default=None, repr=False, compare=False)
 
     @property
     def slacks(self) -> FloatArray:
@@ -83,5 +87,5 @@ class OCPSolution:
         """
         L = self.layout
         w = L.shift_w(self.w)
-        x, u = L.unpack_w(w)
+        x, u = L.unpack_w(w if self.w_scale is None else w * self.w_scale)
         return replace(self, x=x, u=u, w=w, lam_x=L.shift_w(self.lam_x), lam_g=L.shift_g(self.lam_g))
