@@ -12,6 +12,12 @@ largest of the converged ones) beside IPOPT's. Target: converged wherever IPOPT 
 twice IPOPT's.
 
     python scripts/bench_convergence.py [--starts 20] [--models all] [--reals double,float] [--no-peers]
+    python scripts/bench_convergence.py --scaling
+
+``--scaling``: variable scaling instead (issue 35, item 5): do-mpc's polymerisation reactor (tests/poly_reactor.py)
+in kg and retyped in g (the same plant, masses in 1e7), unscaled (x_scale = u_scale = 1) and "auto": IPOPT's
+iterations and cost, and the float export's check on the host (worst input error on the inputs' ranges, allowed,
+verdict).
 """
 
 from __future__ import annotations
@@ -161,6 +167,30 @@ def run_case(case: Case, real: str, starts: list[np.ndarray], work: Path) -> lis
     return rows
 
 
+def scaling_table(steps: int = 20) -> None:
+    """The reactor in kg and in g, unscaled and "auto": IPOPT and the float export's check."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from poly_reactor import make_model, make_ocp  # (a peer's model: tests/)
+
+    print(f"Variable scaling: do-mpc's polymerisation reactor, N = 10, float C on the host, check of {steps} samples")
+    print(f"{'units':<6} {'scaling':<8} {'x_scale max':>11} {'IPOPT it':>8} {'IPOPT cost':>12} {'C error':>8} "
+          f"{'allowed':>8} {'check':>6}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for grams in (False, True):
+            model = make_model(grams=grams)
+            for scaling in ("none", "auto"):
+                options = {} if scaling == "auto" else {"x_scale": 1.0, "u_scale": 1.0}
+                ocp = make_ocp(model, 10, grams=grams, **options)
+                sol = ocp.solve(model.x0, u_prev=model.u0)
+                report = export_controller(ocp, Path(tmp) / f"{grams}{scaling}", real="float", check=True,
+                                           check_steps=steps, keep_failed=True)
+                check = report.checks[0] if report.checks else None
+                print(f"{'g' if grams else 'kg':<6} {scaling:<8} {ocp.x_scale.max():>11.3g} {sol.iterations:>8} "
+                      f"{sol.cost:>12.6g} {report.errors.get('u', float('nan')):>8.1e} "
+                      f"{check.allowed['u'] if check else float('nan'):>8.1e} {'ok' if report.ok else 'FAILS':>6}",
+                      flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--starts", type=int, default=20, help="far starts per case (default 20)")
@@ -170,7 +200,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=35)
     parser.add_argument("--quick", action="store_true",
                         help="one start per case, double, the bounds as declared, no peers (the tests' smoke run)")
+    parser.add_argument("--scaling", action="store_true", help="the variable-scaling table instead")
     args = parser.parse_args(argv)
+    if args.scaling:
+        scaling_table()
+        return 0
     models = selected_models(parser, args)
     if args.quick:
         args.starts, args.reals, args.no_peers = 1, "double", True

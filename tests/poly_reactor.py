@@ -22,12 +22,15 @@ X0 = [10000.0, 853.0, 26.5, 363.15, 363.15, 363.15, 308.15, 308.15, 300.0,
       853.0 * 950.0 / ((10000.0 + 853.0 + 26.5) * 5.0) + 363.15]
 
 
-def make_model() -> shooting.Model:
+def make_model(grams: bool = False) -> shooting.Model:
+    """The reactor in kg and kg/h, or (`grams`) its kin in g and g/h: the same plant, 1000 times worse scaled."""
+    g = 1000.0 if grams else 1.0
     x = ca.SX.sym("x", 10)
     u = ca.SX.sym("u", 3)
     p = ca.SX.sym("p", 2)
-    m_W, m_A, m_P, T_R, T_S, Tout_M, T_EK, Tout_AWT = (x[i] for i in range(8))
-    m_dot_f, T_in_M, T_in_EK = u[0], u[1], u[2]
+    m_W, m_A, m_P = x[0] / g, x[1] / g, x[2] / g
+    T_R, T_S, Tout_M, T_EK, Tout_AWT = (x[i] for i in range(3, 8))
+    m_dot_f, T_in_M, T_in_EK = u[0] / g, u[1], u[2]
     delH_R, k_0 = p[0], p[1]
     U_m = m_P / (m_A + m_P)
     m_ges = m_W + m_A + m_P
@@ -42,28 +45,40 @@ def make_model() -> shooting.Model:
     dT_R = 1.0 / (C_PR * m_ges) * (m_dot_f * C_PF * (T_F - T_R) - k_K * A_TANK * (T_R - T_S)
                                    - FM_AWT * C_PR * (T_R - T_EK) + delH_R * reaction)
     xdot = ca.vertcat(
-        dm_W, dm_A, dm_P, dT_R,
+        g * dm_W, g * dm_A, g * dm_P, dT_R,
         1.0 / (C_PS * M_S) * (k_K * A_TANK * (T_R - T_S) - k_K * A_TANK * (T_S - Tout_M)),
         1.0 / (C_PW * M_M_KW) * (FM_M_KW * C_PW * (T_in_M - Tout_M) + k_K * A_TANK * (T_S - Tout_M)),
         1.0 / (C_PR * M_AWT) * (FM_AWT * C_PR * (T_R - T_EK) - ALFA * (T_EK - Tout_AWT) + exchanger * delH_R),
         1.0 / (C_PW * M_AWT_KW) * (FM_AWT_KW * C_PW * (T_in_EK - Tout_AWT) - ALFA * (Tout_AWT - T_EK)),
-        m_dot_f,
+        g * m_dot_f,
         delH_R / (m_ges * C_PR) * dm_A - (dm_A + dm_W + dm_P) * (m_A * delH_R / (m_ges * m_ges * C_PR)) + dT_R)
+    mass, flow = ("g", "g/h") if grams else ("kg", "kg/h")
     return shooting.Model(
         "poly_reactor", x, u, xdot, p,
         state_names=["m_W", "m_A", "m_P", "T_R", "T_S", "Tout_M", "T_EK", "Tout_AWT", "accum_monom", "T_adiab"],
-        input_names=["m_dot_f", "T_in_M", "T_in_EK"], param_names=["delH_R", "k_0"], p0=[950.0, 7.0], x0=X0,
-        u0=[0.0, 363.15, 363.15], u_min=[0.0, 333.15, 333.15], u_max=[3e4, 373.15, 373.15], dt=DT,
-        state_units=["kg", "kg", "kg", "K", "K", "K", "K", "K", "kg", "K"], input_units=["kg/h", "K", "K"])
+        input_names=["m_dot_f", "T_in_M", "T_in_EK"], param_names=["delH_R", "k_0"], p0=[950.0, 7.0],
+        x0=np.array(X0) * masses_g(g), u0=[0.0, 363.15, 363.15], u_min=[0.0, 333.15, 333.15],
+        u_max=[3e4 * g, 373.15, 373.15], dt=DT,
+        state_units=[mass, mass, mass, "K", "K", "K", "K", "K", mass, "K"], input_units=[flow, "K", "K"])
 
 
-def make_ocp(model: shooting.Model, **options: object) -> shooting.MultipleShootingOCP:
-    """do-mpc's template_mpc (without its robust scenarios): 20 steps of 50 s (RK4 in 30 substeps: the heat exchanger's pole at -4557 1/h needs h |lambda| < 2.8), cost -m_P at every stage and the end,
-    its rate penalty, its bounds (T_R within 2 K of 363.15 K, T_adiab <= 382.15 K), hard as do-mpc declares them."""
+def masses_g(g: float) -> np.ndarray:
+    """What each state is multiplied by in units `g` times smaller (the masses and the accumulated feed)."""
+    return np.array([g, g, g, 1, 1, 1, 1, 1, g, 1])
+
+
+def make_ocp(model: shooting.Model, horizon: int = 20, grams: bool = False,
+             **options: object) -> shooting.MultipleShootingOCP:
+    """do-mpc's template_mpc (without its robust scenarios): `horizon` steps of 50 s (RK4 in 30 substeps: the heat
+    exchanger's pole at -4557 1/h needs h |lambda| < 2.8), cost -m_P (in kg) at every stage and the end, its rate
+    penalty, its bounds (T_R within 2 K of 363.15 K, T_adiab <= 382.15 K), hard as do-mpc declares them; `grams`:
+    for `make_model(grams=True)`, the same problem in g and g/h."""
     inf = np.inf
+    g = 1000.0 if grams else 1.0
+    mass = masses_g(g)
     return shooting.MultipleShootingOCP(
-        model, 20, dt=DT, method="rk4", steps=30, Q=np.zeros((10, 10)), R=np.zeros(3),
-        R_delta=[0.002, 0.004, 0.002],
-        x_min=[0.0, 0.0, 26.0, 361.15, 298.0, 298.0, 288.0, 288.0, 0.0, -inf],
-        x_max=[inf, inf, inf, 365.15, 400.0, 400.0, 400.0, 400.0, 30000.0, 382.15],
-        stage_cost=lambda x, u, p: -x[2], terminal_cost=lambda x, p: -x[2], **options)
+        model, horizon, dt=DT, method="rk4", steps=30, Q=np.zeros((10, 10)), R=np.zeros(3),
+        R_delta=[0.002 / g**2, 0.004, 0.002],
+        x_min=np.array([0.0, 0.0, 26.0, 361.15, 298.0, 298.0, 288.0, 288.0, 0.0, -inf]) * mass,
+        x_max=np.array([inf, inf, inf, 365.15, 400.0, 400.0, 400.0, 400.0, 30000.0, 382.15]) * mass,
+        stage_cost=lambda x, u, p: -x[2] / g, terminal_cost=lambda x, p: -x[2] / g, **options)
