@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from shooting import _validate
-from shooting.codegen.host_library import build_shared_library, real_ctype, real_dtype
+from shooting.codegen.host_library import real_ctype, real_dtype
 from shooting.codegen.sil_common import (
     check_real,
     count_field,
@@ -40,6 +40,7 @@ from shooting.codegen.sil_common import (
     real_field,
 )
 from shooting.controller.c_source import MAX_QP_BUDGET
+from shooting.controller.host_cache import controller_library
 from shooting.loading import load_model
 from shooting.model import Model
 from shooting.mpc.controllers import ControlStep
@@ -187,15 +188,19 @@ class HostController:
         source = folder / f"{stem}.c"
         if not source.is_file():
             raise ValueError(f"{source} is missing: export again")
-        work = private_workdir()
-        (work / "shim.c").write_text(_SHIM.format(stem=stem, name=self.name, NAME=self.name.upper()))
+        header = folder / f"{stem}.h"
+        if not header.is_file():
+            raise ValueError(f"{header} is missing: export again")
+        sources = {source.name: source.read_text(encoding="utf-8"), header.name: header.read_text(encoding="utf-8"),
+                   "shim.c": _SHIM.format(stem=stem, name=self.name, NAME=self.name.upper())}
         # For this machine's processor (-march=native: the build runs where it is made). The results are those
         # of any build: without -ffast-math, and with -std=c99 no multiply-add is contracted. -O2, not -O3:
         # measured, the cart-pole's RTI sample 5.8 -> 5.4 us and its cold swing-up 3.2 -> 2.9 ms (-O3's extra
-        # unrolling on top of the QP's own); -march=native then 5.3 us and 2.6 ms.
-        lib = build_shared_library([source, work / "shim.c"], work / f"lib{stem}.so", opt="-O2",
-                                   extra_flags=(f"-I{folder.resolve()}", "-march=native",
-                                                *(("-Wdouble-promotion",) if self.real == "float" else ())))
+        # unrolling on top of the QP's own); -march=native then 5.3 us and 2.6 ms. Kept in the per-user cache
+        # (shooting.controller.host_cache): the same files load without compiling again.
+        lib = controller_library(sources, (source.name, "shim.c"),
+                                 ("-march=native", *(("-Wdouble-promotion",) if self.real == "float" else ())),
+                                 private_workdir(), stem)
         # The numpy views over the C memory are sized by the compiled library,
         # never by the manifest: it must agree or the load is refused.
         path = folder / "manifest.json"
