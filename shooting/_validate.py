@@ -427,32 +427,12 @@ class ReferenceBeyondBoundsWarning(UserWarning):
 def references_beyond_bounds(rows: npt.ArrayLike, lower: npt.ArrayLike, upper: npt.ArrayLike,
                              weights: Sequence[tuple[str, npt.ArrayLike, Sequence[int]]], labels: Sequence[str],
                              what: str) -> list[tuple[int, str]]:
-    """The entries of a reference that lie beyond their bounds where a weight pulls towards them.
+    """The entries (index, one-line message) of a reference `rows` (stages, n) beyond `lower`, `upper` (n,) where a
+    weight pulls towards them (only there does the optimum differ from tracking it).
 
-    A reference beyond a bound is a normal request (the controller gets as
-    close as the bounds allow); it only deserves a word where its weight is
-    nonzero, since only there does the optimum differ from tracking it.
-
-    Parameters
-    ----------
-    rows : array_like, shape (stages, n)
-        The reference, one row per stage.
-    lower, upper : array_like, shape (n,)
-    weights : sequence of (name, W, stages)
-        Weight matrix ``W`` (n, n) called `name` that multiplies the rows
-        `stages` (e.g. ``("Q", Q, range(N))`` and ``("Q_terminal", Qf, [N])``).
-        Entry i is weighted when row i of ``W`` is nonzero (its diagonal, or
-        a coupling to another entry).
-    labels : sequence of str, length n
-        The entries' names, for the message.
-    what : str
-        ``"x_ref"`` or ``"u_ref"``.
-
-    Returns
-    -------
-    list of (int, str)
-        The index of each such entry and a one-line message naming the first
-        stage, the bounds and the weight.
+    `weights`: (name, W (n, n), stages) that multiply those rows (``("Q", Q, range(N))``); entry i is weighted
+    where row i of W is nonzero. `labels` (n): the entries' names; `what`: ``"x_ref"`` or ``"u_ref"``. A message
+    names the first stage, the bounds and the weight.
     """
     ref = np.atleast_2d(np.asarray(rows, dtype=float))
     lo, hi = np.asarray(lower, dtype=float), np.asarray(upper, dtype=float)
@@ -473,6 +453,7 @@ def references_beyond_bounds(rows: npt.ArrayLike, lower: npt.ArrayLike, upper: n
                                   f"the bounds or set its weight to zero to silence this"))
             break
     return found
+
 
 
 def names(values: Iterable[object] | None, n: int, prefix: str, what: str) -> tuple[str, ...]:
@@ -600,27 +581,14 @@ def _json_type(value: object) -> str:
             int: "an integer", float: "a number"}.get(type(value), type(value).__name__)
 
 
-def scale_spec(value: object, what: str) -> object:
-    """A variable scaling as given (`shooting.mpc.scaling`): "auto" (also for None), or positive finite numbers.
 
-    Returns
-    -------
-    "auto" or ndarray, shape (n,)
-        The length is checked against the model where it is known (`scale`).
-    """
+def scale(value: object, n: int | None, what: str) -> FloatArray | None:
+    """A variable scaling (`shooting.mpc.scaling`): None for "auto" (or None), else positive numbers ((n,) if given)."""
     if value is None or (isinstance(value, str) and value == "auto"):
-        return "auto"
+        return None
     if isinstance(value, (str, bytes)):
         raise ValueError(f"{what} must be 'auto' or positive numbers (one per variable), got {_show(value)}")
-    arr = array(value, what).reshape(-1)
+    arr = array(value, what).reshape(-1) if n is None else vector(value, n, what)
     if not (arr > 0).all():
         raise ValueError(f"{what} must be positive (a scale divides its variable), got {_show(value)}")
     return arr
-
-
-def scale(value: object, n: int, what: str) -> FloatArray | None:
-    """`scale_spec` with the length `n` checked: None for "auto" (the caller's rule), else an array (n,)."""
-    spec = scale_spec(value, what)
-    if isinstance(spec, str):
-        return None
-    return vector(spec, n, what)

@@ -188,11 +188,7 @@ class HostController:
         source = folder / f"{stem}.c"
         if not source.is_file():
             raise ValueError(f"{source} is missing: export again")
-        header = folder / f"{stem}.h"
-        if not header.is_file():
-            raise ValueError(f"{header} is missing: export again")
-        sources = {source.name: source.read_text(encoding="utf-8"), header.name: header.read_text(encoding="utf-8"),
-                   "shim.c": _SHIM.format(stem=stem, name=self.name, NAME=self.name.upper())}
+        sources = _sources(folder, stem, self.name)
         # For this machine's processor (-march=native: the build runs where it is made). The results are those
         # of any build: without -ffast-math, and with -std=c99 no multiply-add is contracted. -O2, not -O3:
         # measured, the cart-pole's RTI sample 5.8 -> 5.4 us and its cold swing-up 3.2 -> 2.9 ms (-O3's extra
@@ -246,14 +242,8 @@ class HostController:
             _validate.vector(target, self.model.nx, "manifest reference x_terminal", broadcast=False)
         dtype = real_dtype(self.real)
         nx, nu, N = self.model.nx, self.model.nu, self.horizon
-        entry = manifest.get("scaling")
-        scaling: dict[str, Any] = entry if isinstance(entry, dict) else {}
-        # The C keeps its trajectory in the scaled variables (shooting.mpc.scaling): the predictions are multiplied
-        # back (an export without the entry: 1).
-        x_scale = _validate.scale(scaling.get("x_scale", 1.0), nx, f"{path}: scaling x_scale")
-        u_scale = _validate.scale(scaling.get("u_scale", 1.0), nu, f"{path}: scaling u_scale")
-        self._x_scale = np.ones(nx) if x_scale is None else x_scale
-        self._u_scale = np.ones(nu) if u_scale is None else u_scale
+        # The C keeps its trajectory in the scaled variables (shooting.mpc.scaling): predictions multiplied back
+        self._x_scale, self._u_scale = _manifest_scales(manifest, nx, nu, path)
         self._x_mem = np.ctypeslib.as_array(ctypes.cast(lib.shim_x(self._mem), ctypes.POINTER(R)), (sizes["x"],))
         self._u_mem = np.ctypeslib.as_array(ctypes.cast(lib.shim_u(self._mem), ctypes.POINTER(R)), (sizes["u"],))
         assert self._x_mem.size == (N + 1) * nx and self._u_mem.size == N * nu
@@ -459,6 +449,24 @@ class HostController:
         self.preparation_times.append(prepare)
         return ControlStep(u=u, solve_time=feedback + prepare, success=status == 0,
                            status=CONTROLLER_STATUS.get(status, f"status {status}"), iterations=iterations)
+
+
+def _sources(folder: Path, stem: str, name: str) -> dict[str, str]:
+    """The texts of the export's C and header and of the shim, by file name."""
+    source, header = folder / f"{stem}.c", folder / f"{stem}.h"
+    if not header.is_file():
+        raise ValueError(f"{header} is missing: export again")
+    return {source.name: source.read_text(encoding="utf-8"), header.name: header.read_text(encoding="utf-8"),
+            "shim.c": _SHIM.format(stem=stem, name=name, NAME=name.upper())}
+
+
+def _manifest_scales(manifest: dict[str, Any], nx: int, nu: int, path: Path) -> tuple[FloatArray, FloatArray]:
+    """The export's x_scale (nx,) and u_scale (nu,) (its manifest's ``scaling``; none recorded: 1)."""
+    entry = manifest.get("scaling")
+    scaling: dict[str, Any] = entry if isinstance(entry, dict) else {}
+    x_scale = _validate.scale(scaling.get("x_scale", 1.0), nx, f"{path}: scaling x_scale")
+    u_scale = _validate.scale(scaling.get("u_scale", 1.0), nu, f"{path}: scaling u_scale")
+    return (np.ones(nx) if x_scale is None else x_scale), (np.ones(nu) if u_scale is None else u_scale)
 
 
 def load_controller(directory: str | os.PathLike[str], model: Model | None = None) -> HostController:

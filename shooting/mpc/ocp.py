@@ -38,6 +38,7 @@ from shooting.model import Model
 from shooting.mpc.algebraic import ALGEBRAIC_TOLERANCE, algebraic_bound_rows, algebraic_residual
 from shooting.mpc.layout import ShootingLayout
 from shooting.mpc.nlp_cache import NLPCacheReport
+from shooting.mpc.ocp_vector import ScaledVector
 from shooting.mpc.problem import (
     Constraints,
     OCPProblem,
@@ -48,7 +49,7 @@ from shooting.mpc.problem import (
     column_expression,
     scalar_expression,
 )
-from shooting.mpc.scaling import auto_scale, controller_scales, is_unscaled, resolve_scale, scale_model, scaled_problem
+from shooting.mpc.scaling import auto_scale, is_unscaled, resolve_scale, scaled_twin
 from shooting.mpc.solution import OCPSolution
 from shooting.mpc.solvers import NLPSolvers
 from shooting.options import Hessian, NLPSolver
@@ -59,7 +60,7 @@ __all__ = ["MultipleShootingOCP", "OCPSolution"]
 FloatArray = npt.NDArray[np.float64]
 
 
-class MultipleShootingOCP:
+class MultipleShootingOCP(ScaledVector):
     """A multiple-shooting OCP over `horizon` intervals of length `dt`, solved by IPOPT.
 
     Parameters
@@ -125,13 +126,9 @@ class MultipleShootingOCP:
         then skip the symbolic derivatives too (`shooting.mpc.nlp_cache`).
         None: as ``$SHOOTING_COMPILE_NLP`` says (off when unset).
     x_scale, u_scale : "auto", None or array_like, shapes (nx,) and (nu,)
-        The NLP (and the controllers built from this OCP) work in x / x_scale
-        and u / u_scale (`shooting.mpc.scaling`). "auto" (None, the default):
-        a power of two near each variable's largest finite bound (else its
-        nominal value or reference) where that is beyond 100 or below 1/100,
-        else 1 (every built-in model is unscaled). Or positive numbers per
-        variable (one number: all). The solution, the bounds, the references
-        and every argument stay in the model's units.
+        The NLP and its controllers work in x / x_scale, u / u_scale, every
+        interface in the model's units (`shooting.mpc.scaling`: "auto", the
+        default, or positive numbers per variable).
 
     Attributes
     ----------
@@ -280,27 +277,21 @@ class MultipleShootingOCP:
     def _build_nlp(self) -> None:
         N, nx = self.horizon, self.nx
         cost_spec, con = self.problem.cost, self.problem.constraints
-        # The layout without path/terminal rows (their sizes are known only
-        # once the user's functions are called) is enough to split w and P.
+        # (the layout without path/terminal rows, sized once the user's functions are called, splits w and P)
         base = ShootingLayout(N, nx, self.nu, self.np)
         w, P = ca.SX.sym("w", base.n_w), ca.SX.sym("P", base.n_p)
         X, U = base.states(w), base.inputs(w)
-        scaled = not is_unscaled(self.x_scale, self.u_scale)
-        Dx, Du = ca.DM(self.x_scale), ca.DM(self.u_scale)
-        if scaled:
-            # The decision vector holds x / x_scale and u / u_scale (shooting.mpc.scaling); below, everything is in
-            # the model's units, and the equality rows are divided by x_scale (the same change of variables for
-            # their multipliers), so that IPOPT sees a problem of order one.
-            X, U = [Dx * xk for xk in X], [Du * uk for uk in U]
+        # w holds x / x_scale, u / u_scale (shooting.mpc.scaling): below, all in the model's units, the equality rows
+        # divided by x_scale (their multipliers scaled alike), so that IPOPT sees a problem of order one.
+        scaled, Dx, Du = not is_unscaled(self.x_scale, self.u_scale), ca.DM(self.x_scale), ca.DM(self.u_scale)
+        X, U = ([Dx * xk for xk in X], [Du * uk for uk in U]) if scaled else (X, U)
         par = base.unpack_parameters(P)
         xr, ur, p, t0 = par["x_ref"], par["u_ref"], par["p"], par["t0"]  # p: column k for interval k
-
         # Dynamics of all intervals in one mapped call of the step Function.
         self._step_map = Fmap = self.step_function.map(N)
         times = ca.DM(np.arange(N) * self.dt).T
-        # (the first output: embedded pairs also return their error estimate).
-        # Models with algebraic states: every interval's Newton on g starts from
-        # the model's z0, and the last output is z at the interval's end.
+        # (the first output: embedded pairs also return their error estimate; with algebraic states every
+        # interval's Newton on g starts from the model's z0, and the last output is z at the interval's end)
         z_guess = [ca.repmat(ca.DM(self.model.z0), 1, N)] if self.model.nz else []
         outs = Fmap.call([ca.horzcat(*X[:-1]), ca.horzcat(*U), p, t0 + times, self.dt, *z_guess])
         Xn = outs[0]
@@ -399,69 +390,12 @@ class MultipleShootingOCP:
                 self._warned_references.add(key)
                 warnings.warn(text, _validate.ReferenceBeyondBoundsWarning, stacklevel=4)
 
-    def variable_bounds(self) -> tuple[FloatArray, FloatArray]:
-        """Lower and upper bounds of the decision vector: inputs at every stage, states from x_1 on.
-
-        In the NLP's scaled variables (x / x_scale, u / u_scale; slacks in the model's units).
-
-        Returns
-        -------
-        lbx, ubx : ndarray, shape (n_w,)
-        """
-        L = self.layout
-        lbx, ubx = np.full(L.n_w, -np.inf), np.full(L.n_w, np.inf)
-        x_min, x_max = self.x_min.copy(), self.x_max.copy()
-        x_min[self.soft_states], x_max[self.soft_states] = -np.inf, np.inf  # soft: rows of g instead
-        lbx[L.x_idx[1:]], ubx[L.x_idx[1:]] = x_min / self.x_scale, x_max / self.x_scale
-        lbx[L.u_idx], ubx[L.u_idx] = self.u_min / self.u_scale, self.u_max / self.u_scale
-        lbx[L.s_idx] = 0.0
-        lbx[L.sh_idx] = 0.0
-        return lbx, ubx
-
-    def pack(self, x: FloatArray, u: FloatArray, s: FloatArray | None = None,
-             sh: FloatArray | None = None) -> FloatArray:
-        """The NLP's decision vector (scaled variables) of states x (N+1, nx) and inputs u (N, nu) in the model's
-        units, slacks s (N, ns) and sh (N, nsh) (default 0), shape (n_w,)."""
-        return self.layout.pack_w(np.asarray(x, dtype=float) / self.x_scale, np.asarray(u, dtype=float) / self.u_scale,
-                                  s, sh)
-
-    def unpack(self, w: FloatArray) -> tuple[FloatArray, FloatArray]:
-        """States (N+1, nx) and inputs (N, nu), in the model's units, of the NLP's decision vector `w`."""
-        x, u = self.layout.unpack_w(w)
-        return x * self.x_scale, u * self.u_scale
-
-    @property
-    def w_scale(self) -> FloatArray:
-        """What the decision vector is multiplied by to give the model's units, shape (n_w,)."""
-        N, L = self.horizon, self.layout
-        return L.pack_w(np.tile(self.x_scale, (N + 1, 1)), np.tile(self.u_scale, (N, 1)), np.ones((N, L.ns)),
-                        np.ones((N, L.nsh)))
-
     def scaled_twin(self) -> tuple[MultipleShootingOCP, FloatArray, FloatArray]:
-        """The OCP the controllers solve: this one in the variables x / dx, u / du (the scales 1), and dx, du.
-
-        dx, du are `x_scale`, `u_scale` but 1 on the states with soft bounds
-        (`shooting.mpc.scaling.controller_scales`). Without scaling the twin is
-        this OCP itself. Built once, then kept.
-
-        Returns
-        -------
-        twin : MultipleShootingOCP
-        dx : ndarray, shape (nx,)
-        du : ndarray, shape (nu,)
-        """
+        """The OCP the controllers solve, in x / dx, u / du (scales 1), and dx (nx,), du (nu,): `x_scale`,
+        `u_scale` but 1 on the soft-bounded states (`shooting.mpc.scaling.scaled_twin`). Built once, then kept;
+        without scaling the twin is this OCP itself."""
         if getattr(self, "_twin", None) is None:
-            dx, du = controller_scales(self.x_scale, self.u_scale, self.soft_states)
-            if is_unscaled(dx, du):
-                self._twin = (self, dx, du)
-            else:
-                weights = {"Q": self.Q, "R": self.R, "Q_terminal": self.Q_terminal, "R_delta": self.R_delta,
-                           "x_ref": self.x_ref, "u_ref": self.u_ref}
-                bounds = {"x_min": self.x_min, "x_max": self.x_max, "u_min": self.u_min, "u_max": self.u_max}
-                twin = MultipleShootingOCP.from_problem(
-                    scale_model(self.model, dx, du),
-                    scaled_problem(self.problem, self.nx, weights, bounds, dx, du))
-                self._twin = (twin, dx, du)
+            self._twin = scaled_twin(self)
         return self._twin
 
     def _gauss_newton_hessian(self) -> ca.Function:
@@ -627,25 +561,6 @@ class MultipleShootingOCP:
         x = _validate.stage_rows(guess[0], self.horizon + 1, self.nx, "guess x")
         return self.pack(x, _validate.stage_rows(guess[1], self.horizon, self.nu, "guess u"),
                          self.minimal_slacks(x) if not self.soft_algebraic.size else None)
-
-    def _soft_bounds(self) -> tuple[FloatArray, FloatArray]:
-        """Lower and upper bounds of the softened quantities (states, then algebraic states), shape (ns,) each."""
-        m = self.model
-        return (np.concatenate([self.x_min[self.soft_states], m.z_min[self.soft_algebraic]]),
-                np.concatenate([self.x_max[self.soft_states], m.z_max[self.soft_algebraic]]))
-
-    def minimal_slacks(self, x: FloatArray, z: FloatArray | None = None) -> FloatArray:
-        """The smallest slacks that make states `x` (N+1, nx) satisfy the soft bounds, shape (N, ns).
-
-        With soft bounds on algebraic states, `z` (N, nz) is z at x_1..x_N (`OCPSolution.z`).
-        """
-        xs = np.asarray(x, dtype=float)[1:, self.soft_states]
-        if self.soft_algebraic.size:
-            if z is None:
-                raise ValueError("the OCP has soft bounds on algebraic states: pass z (N, nz), e.g. sol.z")
-            xs = np.hstack([xs, np.asarray(z, dtype=float).reshape(self.horizon, -1)[:, self.soft_algebraic]])
-        lo, hi = self._soft_bounds()
-        return np.maximum(0.0, np.maximum(lo - xs, xs - hi))
 
     def cost(self, x: FloatArray, u: FloatArray, *, x_ref: object = None, u_ref: object = None,
              p: object = None, t0: float = 0.0, u_prev: object = None) -> float:

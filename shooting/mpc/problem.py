@@ -278,7 +278,7 @@ class OCPProblem:
             if not isinstance(getattr(self, name), kind):
                 raise ValueError(f"{name} must be a shooting.{kind.__name__}, got {type(getattr(self, name)).__name__}")
         for name in ("x_scale", "u_scale"):
-            object.__setattr__(self, name, _validate.scale_spec(getattr(self, name), name))
+            object.__setattr__(self, name, _validate.scale(getattr(self, name), None, name))  # (None: "auto")
 
     @property
     def tableau(self) -> ButcherTableau:

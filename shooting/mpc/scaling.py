@@ -22,6 +22,7 @@ linear in f), so the scaled model's step is the scaled step of the model.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import casadi as ca
 import numpy as np
@@ -31,8 +32,11 @@ from shooting import _validate
 from shooting.model import Model
 from shooting.mpc.problem import OCPProblem
 
+if TYPE_CHECKING:  # (the OCP imports this module)
+    from shooting.mpc.ocp import MultipleShootingOCP
+
 __all__ = ["AUTO_THRESHOLD", "auto_scale", "controller_scales", "is_unscaled", "resolve_scale", "scale_model",
-           "scaled_problem"]
+           "scaled_problem", "scaled_twin"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -167,3 +171,25 @@ def scaled_problem(problem: OCPProblem, nx: int, weights: dict[str, FloatArray],
         u_max=bounds["u_max"] / du, stage_cost=stage(stage_cost), terminal_cost=final(terminal_cost),
         path_constraints=stage(path), terminal_constraints=final(terminal), x_scale=np.ones(nx),
         u_scale=np.ones(du.size))
+
+
+def scaled_twin(ocp: MultipleShootingOCP) -> tuple[MultipleShootingOCP, FloatArray, FloatArray]:
+    """The OCP `ocp`'s controllers solve: `ocp` in x / dx, u / du with dx, du its `controller_scales`.
+
+    Returns
+    -------
+    twin : MultipleShootingOCP
+        `ocp` itself where every scale is 1, else the same OCP of the scaled model (`scale_model`,
+        `scaled_problem`), its own scales 1.
+    dx : ndarray, shape (nx,)
+    du : ndarray, shape (nu,)
+    """
+    dx, du = controller_scales(ocp.x_scale, ocp.u_scale, ocp.soft_states)
+    if is_unscaled(dx, du):
+        return ocp, dx, du
+    weights = {"Q": ocp.Q, "R": ocp.R, "Q_terminal": ocp.Q_terminal, "R_delta": ocp.R_delta, "x_ref": ocp.x_ref,
+               "u_ref": ocp.u_ref}
+    bounds = {"x_min": ocp.x_min, "x_max": ocp.x_max, "u_min": ocp.u_min, "u_max": ocp.u_max}
+    twin = type(ocp).from_problem(scale_model(ocp.model, dx, du),
+                                  scaled_problem(ocp.problem, ocp.nx, weights, bounds, dx, du))
+    return twin, dx, du
