@@ -136,3 +136,23 @@ def test_a_plant_in_grams_exports_in_float_only_scaled(tmp_path: Path) -> None:
     report = export_controller(scaled, tmp_path / "auto", real="float", check=True, check_steps=12)
     assert report.ok, report.problems
     assert report.errors["u"] <= 1e-3
+
+
+def test_a_dae_in_scaled_variables_keeps_its_solution_and_algebraic_states() -> None:
+    # the built-in double pendulum is an index-1 DAE (its accelerations algebraic): the algebraic states are not
+    # scaled, the differential ones are
+    dip = shooting.load_model("dip")
+    q = [10.0, 100.0, 100.0, 1.0, 1.0, 1.0]
+
+    def ocp(**scales: object) -> shooting.MultipleShootingOCP:
+        return shooting.MultipleShootingOCP(dip, 20, dt=0.02, Q=q, R=[1e-2], Q_terminal=[10 * v for v in q],
+                                            solver_options={"ipopt.tol": 1e-10}, **scales)
+
+    plain, scaled = ocp(x_scale=1.0, u_scale=1.0), ocp(x_scale=[3, 0.5, 0.25, 7, 2, 2], u_scale=13)
+    a, b = plain.solve(dip.x0), scaled.solve(dip.x0)
+    assert a.success and b.success
+    # IPOPT at tol 1e-10 on two formulations of one NLP (tests/test_dae_mpc.py: inputs of size 20 agree to ~1e-6)
+    assert np.abs(b.u - a.u).max() < 1e-5 and np.abs(b.x - a.x).max() < 1e-7 and np.abs(b.z - a.z).max() < 1e-6
+    ra, rb = shooting.RTIController(plain).solve(dip.x0), shooting.RTIController(scaled).solve(dip.x0)
+    assert ra.status == rb.status == 0
+    assert np.abs(rb.u - ra.u).max() <= 1e-8 * 20 and np.abs(rb.x - ra.x).max() <= 1e-8
