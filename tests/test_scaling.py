@@ -112,6 +112,7 @@ def test_the_c_controller_in_scaled_variables_speaks_the_models_units(tmp_path: 
         assert report.ok, report.problems
         assert report.manifest["scaling"]["u_scale"] == [1.0 if key == "plain" else 37.0]
         c = load_controller(tmp_path / key)
+        c.reset(x0)  # (the state held over the horizon: the C divides x0 by x_scale)
         res = c.solve(x0, max_iter=100)
         assert res.status == 0
         c.set_reference(30, [0.2, 0.0, 0.0, 0.0])  # a reference in metres
