@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+import shooting
 from shooting.controller import export_controller, load_controller
 
 TIGHT = {"ipopt.tol": 1e-12, "ipopt.bound_relax_factor": 0.0, "ipopt.constr_viol_tol": 1e-12}
@@ -51,7 +52,11 @@ def test_single_track_converges_where_its_step_stays_at_rounding(tmp_path: Path)
 
     tol = SQP_TOLERANCES["double"]
     model = make_model()
-    ocp = make_ocp(model, TIGHT)
+    # unscaled, as issue 24 met it ("auto" scales the force by 8192: its weight becomes 0.67 and the direction is
+    # no longer flat, the step falls within its tolerance, below)
+    auto = make_ocp(model, TIGHT)
+    assert auto.u_scale[1] == 8192.0
+    ocp = shooting.MultipleShootingOCP.from_problem(model, auto.problem.with_changes(x_scale=1.0, u_scale=1.0))
     span = model.u_max - model.u_min
     assert export_controller(ocp, tmp_path / "c", name="track", hessian="exact").ok
     ctl = load_controller(tmp_path / "c", model=model)
@@ -70,6 +75,9 @@ def test_single_track_converges_where_its_step_stays_at_rounding(tmp_path: Path)
             assert res.status == 0, res.message
             assert (res.stationarity <= tol["stationarity"] or res.step <= tol["step"]) and res.defect <= tol["defect"]
             assert (np.abs(res.u[0] - truth.u[0]) / span).max() <= 1e-7
+        scaled = RTIController(auto, hessian="exact", initialize_with_ipopt=False).solve(x0, max_iter=100)
+        assert scaled.status == 0 and scaled.step <= tol["step"]
+        assert (np.abs(scaled.u[0] - truth.u[0]) / span).max() <= 1e-7
         # (the last iterations' steps are at rounding along the force's flat direction, so when the stationarity
         # crosses its tolerance depends on the rounding: C and Python within a tenth of the iterations)
         assert abs(c.iterations - py.iterations) <= max(1, py.iterations // 10)
