@@ -165,15 +165,17 @@ def test_ctrl_c_at_any_instant_exits_130_and_leaves_nothing(verb, tmp_path):
     assert len(stopped) >= INSTANTS - 3, [(r["delay"], r["rc"], r["out"]) for r in runs]
 
 
-def test_ctrl_c_during_the_imports(tmp_path):
+def test_ctrl_c_during_the_imports(tmp_path, monkeypatch):
     """The first tenths of a second import CasADi, numpy and matplotlib: still exit 130 and one line.
 
     (Before that the interpreter itself is starting, its site module and .pth files included: a signal
     there is Python's, not ours; the instants start at three times the time of ``python -c pass``.)
     """
     first = max(0.1, 3 * _startup_seconds())
-    for delay in np.linspace(first, first + 0.3, 13):
-        # (a command that outlasts the window by seconds: the export with its check)
+    for i, delay in enumerate(np.linspace(first, first + 0.3, 13)):
+        # (a command that outlasts the window by seconds: the export with its check, each run with an empty
+        # cache, so that no compiled QP or controller of an earlier run shortens it)
+        monkeypatch.setenv("SHOOTING_CACHE_DIR", str(tmp_path / f"cache_{i}"))
         r = _interrupt_at(["controller", "--model", "pendulum", "--check"], tmp_path, float(delay))
         assert not r["finished_before"], r
         assert r["rc"] == 130 and r["err"] == "shooting-codegen: interrupted\n", r
