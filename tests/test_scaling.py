@@ -157,3 +157,13 @@ def test_a_dae_in_scaled_variables_keeps_its_solution_and_algebraic_states() -> 
     ra, rb = shooting.RTIController(plain).solve(dip.x0), shooting.RTIController(scaled).solve(dip.x0)
     assert ra.status == rb.status == 0
     assert np.abs(rb.u - ra.u).max() <= 1e-8 * 20 and np.abs(rb.x - ra.x).max() <= 1e-8
+
+
+@pytest.mark.parametrize("scales", [{}, {"x_scale": CARTPOLE_X_SCALE, "u_scale": CARTPOLE_U_SCALE}])
+def test_a_reference_of_the_wrong_shape_is_named_scaled_or_not(scales: dict[str, object]) -> None:
+    controller = shooting.RTIController(_cartpole(**scales), initialize_with_ipopt=False)
+    x0 = np.array([0.3, 0.5, 0.0, 0.0])
+    for bad in ({"x_ref": [1.0, 2.0, 3.0]}, {"u_ref": np.zeros((5, 1))}, {"u_prev": [1.0, 2.0]}):
+        with pytest.raises(ValueError, match=next(iter(bad))) as err:
+            controller.step(x0, 0.0, **bad)
+        assert "broadcast" not in str(err.value)

@@ -280,17 +280,19 @@ class RTIController:
         """
         ocp = self._work
         xv = _validate.vector(x, ocp.nx, "x", broadcast=False) / self._dx
-        prev = self.u_last if u_prev is None else self._scaled(u_prev, self._du, "u_prev")
-        P = ocp.parameters(np.zeros(ocp.nx), self._scaled(x_ref, self._dx, "x_ref"),
-                           self._scaled(u_ref, self._du, "u_ref"), p, t, prev)
+        prev = self.u_last if u_prev is None else self._scaled(u_prev, self._du, 0, "u_prev")
+        P = ocp.parameters(np.zeros(ocp.nx), self._scaled(x_ref, self._dx, ocp.horizon + 1, "x_ref"),
+                           self._scaled(u_ref, self._du, ocp.horizon, "u_ref"), p, t, prev)
         return self._unscaled(self._step(xv, P, t))
 
-    def _scaled(self, value: npt.ArrayLike | None, scale: npt.NDArray[np.float64], what: str
-                ) -> npt.NDArray[np.float64] | None:
-        """An argument in the model's units (one row or rows of stages) in the twin's, None kept."""
-        if value is None:
-            return None
-        return _validate.array(value, what) / scale
+    def _scaled(self, value: npt.ArrayLike | None, scale: npt.NDArray[np.float64], rows: int, what: str) -> Any:
+        """An argument in the model's units in the twin's: a vector (`rows` 0) or one row or `rows` rows of
+        stages (validated first, so that a wrong shape is named as such); unscaled or None: as given."""
+        if value is None or self._work is self.ocp:
+            return value
+        if rows == 0:
+            return _validate.vector(value, scale.size, what, broadcast=False) / scale
+        return _validate.stage_rows(value, rows, scale.size, what) / scale
 
     def _unscaled(self, step: ControlStep) -> ControlStep:
         """A sample's result in the model's units."""
@@ -457,9 +459,9 @@ class RTIController:
         ocp = self._work
         xv = _validate.vector(x0, ocp.nx, "x0", broadcast=False) / self._dx
         max_iter = _validate.integer(max_iter, "max_iter", minimum=1, maximum=MAX_SQP_ITERATIONS)
-        prev = self.u_last if u_prev is None else self._scaled(u_prev, self._du, "u_prev")
-        P = ocp.parameters(np.zeros(ocp.nx), self._scaled(x_ref, self._dx, "x_ref"),
-                           self._scaled(u_ref, self._du, "u_ref"), p, t0, prev)
+        prev = self.u_last if u_prev is None else self._scaled(u_prev, self._du, 0, "u_prev")
+        P = ocp.parameters(np.zeros(ocp.nx), self._scaled(x_ref, self._dx, ocp.horizon + 1, "x_ref"),
+                           self._scaled(u_ref, self._du, ocp.horizon, "u_ref"), p, t0, prev)
         result = self._sqp(xv, P, max_iter, True)
         if self._work is not self.ocp:
             result = dataclasses.replace(result, x=result.x * self._dx, u=result.u * self._du)
