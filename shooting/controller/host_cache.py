@@ -28,7 +28,6 @@ from shooting._cache import (
     cache_dir,
     check_entry,
     discard,
-    interrupted,
     name_by_checksum,
     publish,
     sweep,
@@ -36,6 +35,7 @@ from shooting._cache import (
 )
 from shooting._tools import compile_host, first_error_line
 from shooting.codegen.host_library import build_shared_library
+from shooting.mpc.nlp_compile import compiler_identity  # (gcc's path, size and time: no process started)
 
 __all__ = ["CACHE_ENV", "CACHE_FORMAT", "controller_library"]
 
@@ -51,8 +51,6 @@ def _enabled() -> bool:
 
 
 def _key(sources: dict[str, str], flags: tuple[str, ...]) -> str:
-    from shooting.mpc.nlp_compile import compiler_identity  # (gcc's path, size and time: no process started)
-
     material = json.dumps({"format": CACHE_FORMAT, "compiler": compiler_identity(), "flags": list(flags),
                            "platform": [sys.platform, platform.machine(), platform.node()]}, sort_keys=True)
     digest = hashlib.sha256(material.encode())
@@ -76,7 +74,7 @@ def controller_library(sources: dict[str, str], compiled: tuple[str, ...], flags
                        stem: str) -> ctypes.CDLL:
     """The library of `sources` (file name -> text; `compiled` the ones given to gcc, the others included) built
     with `flags` (``-O2`` and an include path for the sources' folder are added), loaded from a private copy in
-    `work`.
+    `work`. A cache that cannot be read or written (a file system fault) is passed by: built in `work`.
 
     Raises
     ------
@@ -88,34 +86,31 @@ def controller_library(sources: dict[str, str], compiled: tuple[str, ...], flags
     target = work / f"lib{stem}.so"
     if _enabled():
         try:
-            root = cache_dir() / "controller"
-            key = _key(sources, flags)
-            entry = root / key
-            if entry.exists():
-                try:
-                    check_entry(root, entry, key=key, fmt=CACHE_FORMAT, prefix=_PREFIX)
-                except ValueError:
-                    discard(entry)  # (altered, truncated, not ours: built again)
-            if not entry.exists():
-                _build_entry(root, entry, key, sources, compiled, flags)
-            _, library = check_entry(root, entry, key=key, fmt=CACHE_FORMAT, prefix=_PREFIX)
-            shutil.copyfile(library, target)
+            shutil.copyfile(_entry_library(sources, compiled, flags), target)
             return ctypes.CDLL(os.fspath(target.resolve()))
-        except (OSError, ValueError) as err:
-            if isinstance(err, ValueError) and str(err).startswith("gcc failed"):
-                raise  # (the C itself: no other build would compile it)
-        except Exception as err:  # noqa: BLE001 - any fault of the cache means: build without it
-            if interrupted(err):
-                raise
-    for name, text in sources.items():  # without the cache: built where it is loaded
+        except OSError:
+            pass  # (no usable cache: built where it is loaded)
+    for name, text in sources.items():
         (work / name).write_text(text, encoding="utf-8")
     return build_shared_library([work / name for name in compiled], target, opt="-O2",
                                 extra_flags=(f"-I{work.resolve()}", *flags))
 
 
-def _build_entry(root: Path, entry: Path, key: str, sources: dict[str, str], compiled: tuple[str, ...],
-                 flags: tuple[str, ...]) -> None:
-    """Compile into a private folder beside `entry`, record it and publish it (a concurrent build's entry wins)."""
+def _entry_library(sources: dict[str, str], compiled: tuple[str, ...], flags: tuple[str, ...]) -> Path:
+    """The cached library of `sources`, checked; an entry missing or faulty (altered, truncated, not ours) is built
+    again and published. OSError: the cache cannot be used."""
+    root = cache_dir() / "controller"
+    key = _key(sources, flags)
+    entry = root / key
+
+    def checked(folder: Path) -> Path:
+        return check_entry(root, folder, key=key, fmt=CACHE_FORMAT, prefix=_PREFIX)[1]
+
+    if entry.exists():
+        try:
+            return checked(entry)
+        except ValueError:
+            discard(entry)
     root.mkdir(parents=True, exist_ok=True, mode=0o700)
     sweep(root)
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
@@ -131,6 +126,11 @@ def _build_entry(root: Path, entry: Path, key: str, sources: dict[str, str], com
             (tmp / name).unlink()
         path, sha = name_by_checksum(built, _PREFIX)
         write_record(path, sha, key=key, fmt=CACHE_FORMAT, extra={"flags": list(flags)})
-        publish(tmp, entry, lambda e: check_entry(root, e, key=key, fmt=CACHE_FORMAT, prefix=_PREFIX))
+        if publish(tmp, entry, checked) is None:
+            raise OSError(f"the cache entry {entry} cannot be written")
+        try:
+            return checked(entry)
+        except ValueError as err:  # (a concurrent writer's faulty entry, found in place: no cache this time)
+            raise OSError(str(err)) from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -131,31 +131,13 @@ def controller_scales(x_scale: FloatArray, u_scale: FloatArray, soft_states: npt
     return dx, np.array(u_scale, dtype=float)
 
 
-def scaled_problem(problem: OCPProblem, nx: int, weights: dict[str, FloatArray], bounds: dict[str, FloatArray],
-                   x_scale: FloatArray, u_scale: FloatArray) -> OCPProblem:
-    """`problem` in the variables x / x_scale, u / u_scale: the same OCP, its optimum mapped one to one.
-
-    Parameters
-    ----------
-    problem : OCPProblem
-    nx : int
-    weights : dict
-        The validated ``Q``, ``R``, ``Q_terminal``, ``R_delta`` (square), ``x_ref`` (N+1, nx), ``u_ref`` (N, nu).
-    bounds : dict
-        The validated ``x_min``, ``x_max``, ``u_min``, ``u_max``.
-    x_scale, u_scale : ndarray, shapes (nx,) and (nu,)
-
-    Returns
-    -------
-    OCPProblem
-        Weights D W D, references and bounds divided by the scales, the user's functions called with D x~, D u~;
-        scales 1.
-    """
+def scaled_problem(ocp: MultipleShootingOCP, x_scale: FloatArray, u_scale: FloatArray) -> OCPProblem:
+    """`ocp`'s problem in the variables x / x_scale, u / u_scale (shapes (nx,), (nu,)): the same OCP, its optimum
+    mapped one to one. Its validated weights become D W D, its references and bounds are divided by the scales,
+    the user's functions are called with D x~, D u~; the problem's own scales 1."""
     dx, du = np.asarray(x_scale, dtype=float), np.asarray(u_scale, dtype=float)
     Dx, Du = ca.DM(dx), ca.DM(du)
-    cost, con = problem.cost, problem.constraints
-    stage_cost, terminal_cost = cost.stage_cost, cost.terminal_cost
-    path, terminal = con.path_constraints, con.terminal_constraints
+    cost, con = ocp.problem.cost, ocp.problem.constraints
 
     def stage(f: Callable[..., ca.SX] | None) -> Callable[..., ca.SX] | None:
         return None if f is None else (lambda x, u, p: f(Dx * x, Du * u, p))
@@ -163,14 +145,13 @@ def scaled_problem(problem: OCPProblem, nx: int, weights: dict[str, FloatArray],
     def final(f: Callable[..., ca.SX] | None) -> Callable[..., ca.SX] | None:
         return None if f is None else (lambda x, p: f(Dx * x, p))
 
-    return problem.with_changes(
-        Q=weights["Q"] * np.outer(dx, dx), R=weights["R"] * np.outer(du, du),
-        Q_terminal=weights["Q_terminal"] * np.outer(dx, dx), R_delta=weights["R_delta"] * np.outer(du, du),
-        x_ref=weights["x_ref"] / dx, u_ref=weights["u_ref"] / du,
-        x_min=bounds["x_min"] / dx, x_max=bounds["x_max"] / dx, u_min=bounds["u_min"] / du,
-        u_max=bounds["u_max"] / du, stage_cost=stage(stage_cost), terminal_cost=final(terminal_cost),
-        path_constraints=stage(path), terminal_constraints=final(terminal), x_scale=np.ones(nx),
-        u_scale=np.ones(du.size))
+    return ocp.problem.with_changes(
+        Q=ocp.Q * np.outer(dx, dx), R=ocp.R * np.outer(du, du), Q_terminal=ocp.Q_terminal * np.outer(dx, dx),
+        R_delta=ocp.R_delta * np.outer(du, du), x_ref=ocp.x_ref / dx, u_ref=ocp.u_ref / du,
+        x_min=ocp.x_min / dx, x_max=ocp.x_max / dx, u_min=ocp.u_min / du, u_max=ocp.u_max / du,
+        stage_cost=stage(cost.stage_cost), terminal_cost=final(cost.terminal_cost),
+        path_constraints=stage(con.path_constraints), terminal_constraints=final(con.terminal_constraints),
+        x_scale=np.ones(dx.size), u_scale=np.ones(du.size))
 
 
 def scaled_twin(ocp: MultipleShootingOCP) -> tuple[MultipleShootingOCP, FloatArray, FloatArray]:
@@ -187,9 +168,5 @@ def scaled_twin(ocp: MultipleShootingOCP) -> tuple[MultipleShootingOCP, FloatArr
     dx, du = controller_scales(ocp.x_scale, ocp.u_scale, ocp.soft_states)
     if is_unscaled(dx, du):
         return ocp, dx, du
-    weights = {"Q": ocp.Q, "R": ocp.R, "Q_terminal": ocp.Q_terminal, "R_delta": ocp.R_delta, "x_ref": ocp.x_ref,
-               "u_ref": ocp.u_ref}
-    bounds = {"x_min": ocp.x_min, "x_max": ocp.x_max, "u_min": ocp.u_min, "u_max": ocp.u_max}
-    twin = type(ocp).from_problem(scale_model(ocp.model, dx, du),
-                                  scaled_problem(ocp.problem, ocp.nx, weights, bounds, dx, du))
+    twin = type(ocp).from_problem(scale_model(ocp.model, dx, du), scaled_problem(ocp, dx, du))
     return twin, dx, du
