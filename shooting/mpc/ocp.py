@@ -553,7 +553,7 @@ class MultipleShootingOCP(ScaledVector):
             solve_time=elapsed, max_violation=viol, w=w, lam_x=np.array(res["lam_x"]).ravel(),
             lam_g=np.array(res["lam_g"]).ravel(), layout=self.layout, stats=dict(stats),
             messages=printed.text.strip(), z=np.array(self._z_fn(w, P), dtype=float).reshape(self.horizon, -1),
-            w_scale=None if is_unscaled(self.x_scale, self.u_scale) else self.w_scale,
+            w_scale=None if is_unscaled(self.x_scale, self.u_scale) else ws,
         )
 
     def _primal(self, guess: tuple[object, object]) -> FloatArray:
