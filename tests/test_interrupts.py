@@ -60,7 +60,10 @@ def _marked_processes(marker: str) -> list[int]:
 
 
 def _launch(args: list[str], cwd: Path, marker: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "SHOOTING_TEST_MARKER": marker}
+    # (the controller's host build compiled in every run, as these instants were spread for: a cached build makes
+    # the run a few seconds shorter than its calm twins, and the instants near its end land after it; the cache
+    # itself is tests/test_host_cache.py's)
+    env = {**os.environ, "SHOOTING_TEST_MARKER": marker, "SHOOTING_CONTROLLER_CACHE": "0"}
     return subprocess.Popen([sys.executable, "-m", "shooting.cli", *args, "-q", "--no-lint", "--out", "out"],
                             cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
