@@ -225,7 +225,8 @@ def _add_controller(sub: "argparse._SubParsersAction[_Parser]") -> None:
                     "runs it in closed loop against the Python RTIController (and on an emulated Cortex-M4 with "
                     "--target cortex-m4).")
     _add_ocp_arguments(ctl)
-    ctl.add_argument("--x0", metavar="V1,V2,...", help="initial state of the guess and of the check")
+    ctl.add_argument("--x0", metavar="V1,V2,...",
+                     help="initial state of the guess and of the check (default the scenario's start)")
     ctl.add_argument("--hard-x-bounds", action="store_true",
                      help="hard state bounds (default: soft, with an L1 + L2 penalty on slacks)")
     ctl.add_argument("--hard-path-constraints", action="store_true",
@@ -249,6 +250,9 @@ def _add_controller(sub: "argparse._SubParsersAction[_Parser]") -> None:
     ctl.add_argument("--check", action="store_true",
                      help="closed loop vs the Python RTIController (exit 1 on mismatch, nothing written)")
     ctl.add_argument("--check-steps", type=_sim_steps, help="closed-loop samples of --check (default 40)")
+    ctl.add_argument("--check-x0", metavar="V1,V2,...",
+                     help="initial state of --check's closed loops (default: the scenario's start, or --x0); they "
+                          "follow the scenario's reference, a time-varying one sample by sample")
     ctl.add_argument("--keep-failed", action="store_true",
                      help="when --check fails, write the rejected export anyway, beside CHECK_FAILED.txt saying why "
                           "(exit status 1 still)")

@@ -276,8 +276,7 @@ def _run_controller(args: argparse.Namespace) -> int:
     _refuse_ineffective([
         ("--check-steps", args.check_steps is not None and not args.check, "without --check", "add --check"),
         ("--check-noise", args.check_noise is not None and not args.check, "without --check", "add --check"),
-        *((option, given and args.hard_x_bounds, "with --hard-x-bounds (hard bounds have no slacks)",
-           "drop --hard-x-bounds") for option, given in slack),
+        ("--check-x0", args.check_x0 is not None and not args.check, "without --check", "add --check"),
     ])
     check_controller_export(args.out, args.name, real=args.real, target=args.target, check=args.check,
                             force=args.force)
@@ -291,10 +290,17 @@ def _run_controller(args: argparse.Namespace) -> int:
     progress(f"building the OCP of {model.name} (N = {scenario.problem.horizon}, dt = {scenario.problem.dt:g})")
     ocp = shooting.build_ocp(scenario, model)
     bounded = any(math.isfinite(v) for v in [*ocp.x_min, *ocp.x_max])
-    _refuse_ineffective([(option, given and not bounded, f"here: the OCP of {model.name} has no state bounds",
-                          "bound a state") for option, given in slack])
+    soft_rows = has_path and not args.hard_path_constraints
+    _refuse_ineffective([(option, given and args.hard_x_bounds and not soft_rows,
+                          "with --hard-x-bounds (hard bounds have no slacks)", "drop --hard-x-bounds")
+                         for option, given in slack])
+    _refuse_ineffective([(option, given and not bounded and not soft_rows,
+                          f"here: the OCP of {model.name} has neither state bounds nor soft path constraints",
+                          "bound a state or add path_constraints") for option, given in slack])
+    check_x0 = None if args.check_x0 is None else _parse_vector(args.check_x0, model.nx, "--check-x0", model.name)
     report = export_controller(ocp, args.out, real=args.real, target=args.target, check=args.check,
-                               force=args.force, name=args.name, x0=scenario.x0,
+                               force=args.force, name=args.name, x0=scenario.x0, check_x0=check_x0,
+                               reference=scenario.reference,
                                **({} if args.check_steps is None else {"check_steps": args.check_steps}),
                                check_noise=args.check_noise or 0.0, max_qp_iterations=args.max_qp_iterations,
                                max_sqp_iterations=args.max_sqp_iterations, keep_failed=args.keep_failed,

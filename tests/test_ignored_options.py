@@ -23,7 +23,7 @@ REFUSED = [
     (["controller", "--model", "pendulum", "--slack-l2", "5", "--hard-x-bounds"],
      "--slack-l2 has no effect with --hard-x-bounds"),
     (["controller", "--model", "vanderpol", "--slack-l1", "5"],
-     "--slack-l1 has no effect here: the OCP of vanderpol has no state bounds"),
+     "--slack-l1 has no effect here: the OCP of vanderpol has neither state bounds nor soft path constraints"),
     (["integrator", "--model", "pendulum", "--vectors", "3"], "--vectors has no effect without --check"),
     (["integrator", "--model", "pendulum", "--method", "rk4", "--newton", "full"],
      "--newton has no effect with the explicit tableau rk4"),

@@ -25,9 +25,11 @@ from shooting.controller.c_source import MAX_QP_ITERATIONS, ControllerSpec
 from shooting.controller.host import CONTROLLER_STATUS
 from shooting.controller.loop_run import PHASES, LoopRun
 from shooting.integrate.integrator import build_integrator
+from shooting.model import Model
+from shooting.mpc.controllers import ReferenceFunction, sample_horizon
 from shooting.mpc.sqp import COLD_START_ITERATIONS
 
-__all__ = ["BOARD_BUDGET", "PLANT_METHOD", "PLANT_STEPS", "board_loop", "process_noise"]
+__all__ = ["BOARD_BUDGET", "PLANT_METHOD", "PLANT_STEPS", "board_loop", "process_noise", "reference_tables"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -63,7 +65,7 @@ static const double x_init[{nx}] = {{{x0}}};
 static const double p_plant[{np1}] = {{{p}}};
 static const double noise[{steps}][{nx}] = {{{noise}}};  /* process noise after each plant step */
 static double z_plant[{nz1}] = {{{z0}}};  /* a DAE plant's algebraic states: consistent at x0, then warm */
-
+{reference_tables}
 void shooting_phase(int phase) {{
   switch (phase) {{
     case {NAME}_MPC_PHASE_QP_ITERATION: shooting_mark_qp_iteration(); break;
@@ -77,14 +79,15 @@ int main(void) {{
   {stem}_mem* mem = {stem}_default();
   double x[{nx}], xn[{nx}], ud[{nu}];
   {name}_real xr[{nx}], u[{nu}];
-  int k, i, st;
+  int k, i, j, st;
   for (i = 0; i < {nx}; ++i) x[i] = x_init[i];
+  (void)j;
   if ({stem}_init(mem) || {stem}_prepare(mem)) {{ printf("prepare failed\\n"); return 3; }}
   {stem}_set_budget(mem, {budget_qp}, {budget_sqp});  /* (the reference has no budget) */
   for (k = 0; k < {steps}; ++k) {{
     for (i = 0; i < {nx}; ++i) xr[i] = ({name}_real)x[i];
     shooting_mark_feedback();
-    st = {stem}_feedback(mem, xr, u);
+{set_reference}    st = {stem}_feedback(mem, xr, u);
     shooting_mark_prepare();
     (void){stem}_shift(mem);
     (void){stem}_prepare(mem);
@@ -103,8 +106,36 @@ int main(void) {{
 """
 
 
+def reference_tables(model: Model, dt: float, horizon: int, steps: int, reference: ReferenceFunction | None,
+                     real: str) -> tuple[str, str]:
+    """C text of a closed loop that follows `reference` sample by sample: static tables of the reference at
+    t_i = i dt, i = 0..steps+N (x_ref; u_ref when the reference gives one), and the statements that hand sample k
+    its stages' rows (``NAME_mpc_set_reference(mem, j, x_tab[k + j], u_tab[k + j])``, as the host's
+    `shooting.simulate_closed_loop` does with `shooting.mpc.controllers.sample_horizon`); empty without one.
+    The statements use the loop's ``mem``, ``k`` and an ``int j``."""
+    if reference is None:
+        return "", ""
+    data = sample_horizon(model, 0.0, dt, steps + horizon, reference=reference)
+    assert data.x_ref is not None
+
+    def table(name: str, rows: FloatArray) -> str:
+        body = ",\n  ".join("{" + ", ".join(literal(float(v), real) for v in row) + "}" for row in rows)
+        return f"static const REAL {name}[{rows.shape[0]}][{rows.shape[1]}] = {{\n  {body}}};\n"
+
+    text = table("x_tab", data.x_ref)
+    u_row = "0"
+    if data.u_ref is not None and model.nu:
+        text += table("u_tab", data.u_ref)
+        u_row = f"j < {horizon} ? u_tab[k + j] : 0"
+    calls = (f"    for (j = 0; j <= {horizon}; ++j)\n"
+             f"      if (STEM_set_reference(mem, j, x_tab[k + j], {u_row})) {{ printf(\"reference failed\\n\"); "
+             f"return 5; }}\n")
+    return text, calls
+
+
 def board_loop(export: CExport, spec: ControllerSpec, x0: FloatArray, steps: int, noise: float = 0.0, *,
-               seed: int = NOISE_SEED, budget: tuple[int, int] = BOARD_BUDGET) -> LoopRun:
+               seed: int = NOISE_SEED, budget: tuple[int, int] = BOARD_BUDGET,
+               reference: ReferenceFunction | None = None) -> LoopRun:
     """The generated controller and the plant (double) in a closed loop on QEMU's mps2-an386, every cycle costed.
 
     Parameters
@@ -119,6 +150,8 @@ def board_loop(export: CExport, spec: ControllerSpec, x0: FloatArray, steps: int
         The noise's seed.
     budget : (int, int)
         ``NAME_mpc_set_budget``'s QP and SQP iterations (default `BOARD_BUDGET`).
+    reference : callable ``t -> (x_ref, u_ref)``, optional
+        A time-varying reference the loop follows sample by sample (`reference_tables`).
 
     Returns
     -------
@@ -136,6 +169,7 @@ def board_loop(export: CExport, spec: ControllerSpec, x0: FloatArray, steps: int
     plant_c = generate_c(plant, "shooting_plant", real="double")
     stem = export.name
     name = stem[:-len("_mpc")]
+    tables, calls = reference_tables(model, spec.dt, spec.horizon, steps, reference, export.manifest["real"])
     table = ",".join("{" + ", ".join(repr(float(v)) for v in row) + "}"
                      for row in process_noise(model.nx, steps, noise, seed))
     main = _BOARD_MAIN.format(
@@ -145,7 +179,8 @@ def board_loop(export: CExport, spec: ControllerSpec, x0: FloatArray, steps: int
         p=", ".join(repr(float(v)) for v in model.p0) or "0.0", steps=steps, dt=literal(spec.dt, "double"),
         nz1=max(model.nz, 1), z0=", ".join(repr(float(v)) for v in z_start) or "0.0", noise=table,
         budget_qp=budget[0], budget_sqp=budget[1],
-        plant_z="z_plant, " if model.nz else "", plant_z_out=", z_plant" if model.nz else "")
+        plant_z="z_plant, " if model.nz else "", plant_z_out=", z_plant" if model.nz else "",
+        reference_tables=tables.replace("REAL", f"{name}_real"), set_reference=calls.replace("STEM", stem))
     with tempfile.TemporaryDirectory(prefix="shooting_ctl_m4_") as tmp:
         d = Path(tmp)
         for fname, text in export.files.items():

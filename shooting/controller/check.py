@@ -46,20 +46,21 @@ from shooting.controller.board import (
 from shooting.controller.c_source import ControllerSpec
 from shooting.controller.host import load_controller
 from shooting.controller.loop_run import LoopRun
+from shooting.mpc.controllers import ReferenceFunction, sample_horizon
 from shooting.mpc.curvature import row_multipliers
 from shooting.mpc.ocp import MultipleShootingOCP
 from shooting.mpc.rti import RTIController
 from shooting.mpc.rti_stage import StageQPBuilder
 from shooting.mpc.simulate import simulate_closed_loop
 from shooting.mpc.sqp import COLD_START_ITERATIONS, SQP_TOLERANCES, SQPResult, sqp
-from shooting.options import ControllerHessian
+from shooting.options import ControllerHessian, Real
 from shooting.qp import OCP_QP_TOLERANCES, StageQP, StageQPResult, solve_stage_qp
 from shooting.qp.render import MU_FLOOR
 
 __all__ = ["MAX_TOLERANCE", "NOISE_SEED", "REFERENCE_AGREEMENT", "REFERENCE_IPOPT_OPTIONS", "TOLERANCE_FLOOR",
            "TERMINATION_SAFETY", "TOLERANCE_SAFETY", "LoopRun", "Tolerance", "board_loop", "compare_inputs",
            "host_loop", "input_scale", "input_tolerance", "process_noise", "reference_loop", "reference_run",
-           "termination_move", "verified_optimum"]
+           "solver_agreement", "termination_move", "verified_optimum"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -95,13 +96,14 @@ def reference_loop(ocp: MultipleShootingOCP, x0: FloatArray, steps: int, noise: 
 
 
 def reference_run(ocp: MultipleShootingOCP, x0: FloatArray, steps: int, noise: float = 0.0, *,
-                  hessian: ControllerHessian = "gauss-newton", convexification: str = "riccati"
-                  ) -> tuple[FloatArray, FloatArray, list[str]]:
+                  hessian: ControllerHessian = "gauss-newton", convexification: str = "riccati",
+                  reference: ReferenceFunction | None = None) -> tuple[FloatArray, FloatArray, list[str]]:
     """`reference_loop` with each sample's status (the check's explanations read them); `hessian` and
-    `convexification` as the export's (`RTIController`'s)."""
+    `convexification` as the export's (`RTIController`'s); `reference` a time-varying reference ``t -> (x_ref,
+    u_ref)`` followed sample by sample (`simulate_closed_loop`'s)."""
     traj = simulate_closed_loop(RTIController(ocp, hessian=hessian, convexification=convexification), x0, steps,
-                                plant_method=PLANT_METHOD,
-                                plant_steps=PLANT_STEPS, noise_std=noise or None, seed=NOISE_SEED, progress=False)
+                                plant_method=PLANT_METHOD, plant_steps=PLANT_STEPS, noise_std=noise or None,
+                                seed=NOISE_SEED, progress=False, reference=reference)
     return traj.x, traj.u, [str(s) for s in traj.status]
 
 
@@ -114,20 +116,22 @@ REFERENCE_IPOPT_OPTIONS = {"ipopt.tol": 1e-12, "ipopt.constr_viol_tol": 1e-12, "
                            "ipopt.compl_inf_tol": 1e-12, "ipopt.acceptable_iter": 0, "ipopt.max_iter": 3000}
 
 
-def verified_optimum(ocp: MultipleShootingOCP, x0: FloatArray) -> FloatArray | None:
+def verified_optimum(ocp: MultipleShootingOCP, x0: FloatArray, x_ref: FloatArray | None = None,
+                     u_ref: FloatArray | None = None) -> FloatArray | None:
     """The OCP's optimal inputs from `x0` (N, nu) by IPOPT at `REFERENCE_IPOPT_OPTIONS`, its status checked; None
     when it does not succeed. Warm-started at IPOPT's solution at the OCP's own settings from the OCP's initial
     guess (what `controller_spec` stores as the controller's guess), so it polishes the same local solution
-    instead of finding another (a tighter tolerance alone changes IPOPT's path, and on a nonconvex OCP its end)."""
+    instead of finding another (a tighter tolerance alone changes IPOPT's path, and on a nonconvex OCP its end).
+    `x_ref`, `u_ref`: the first sample's references (default the OCP's)."""
     settings = ocp.problem.solver
     options = {k: v for k, v in dict(settings.solver_options or {}).items() if k.startswith("ipopt.")}
     tight = dataclasses.replace(settings, solver="ipopt", hessian="exact",
                                 solver_options={**options, **REFERENCE_IPOPT_OPTIONS})
     reference = MultipleShootingOCP.from_problem(ocp.model, dataclasses.replace(ocp.problem, solver=tight))
-    start = ocp.solve(x0)
+    start = ocp.solve(x0, x_ref=x_ref, u_ref=u_ref)
     if not start.success:
         return None
-    solution = reference.solve(x0, warm_start=start)
+    solution = reference.solve(x0, warm_start=start, x_ref=x_ref, u_ref=u_ref)
     return np.asarray(solution.u, dtype=float) if solution.success else None
 
 
@@ -181,7 +185,8 @@ class Tolerance:
     termination : float
         How far the whole first prediction moves when the converged first
         sample's QP stops where the C's interior point in its precision may
-        stop (`termination_move`); 0 in double. (The closed loop's inputs are
+        stop (`termination_move`), or how far two converged solvers' first
+        predictions are apart (`solver_agreement`), the larger. (The closed loop's inputs are
         not loosened by it: after the first sample they come from the exact
         active-set shortcut.)
     """
@@ -197,7 +202,8 @@ class Tolerance:
 
 
 def input_tolerance(ocp: MultipleShootingOCP, spec: ControllerSpec, x0: FloatArray, real: str, samples: int,
-                    seed: int = 0) -> Tolerance:
+                    seed: int = 0, *, x_ref: FloatArray | None = None, u_ref: FloatArray | None = None
+                    ) -> Tolerance:
     """How far the C's inputs may be from the double reference (see `Tolerance`).
 
     The first sample's stage-wise QP (as `RTIController` builds it at the
@@ -212,17 +218,19 @@ def input_tolerance(ocp: MultipleShootingOCP, spec: ControllerSpec, x0: FloatArr
     tolerance on the step (relative to 1 + the trajectory's largest entry, here
     on the inputs' scale): the first sample iterates to convergence, and two
     converged iterates may differ by one last step below that tolerance.
-    In float the prediction's is also at least `TERMINATION_SAFETY` times how
-    far the float interior point's own stopping point moves it
-    (`termination_move`). Both are capped at `MAX_TOLERANCE`.
+    The prediction's is also at least `TERMINATION_SAFETY` times how far the
+    interior point's own stopping point in `real` moves it
+    (`termination_move`), and how far the C's Python twin and IPOPT, both
+    converged, are apart (`solver_agreement`). Both are capped at `MAX_TOLERANCE`.
     With ``hessian="exact"`` the stage blocks also move by the constraints'
     curvature at multipliers off by the QP's stopping tolerance in `real`
     (``tol_stat`` of the largest multiplier, per entry): the curvature is
     linear in them, and a float QP's multipliers are no more exact than that.
+    `x_ref` (N+1, nx), `u_ref` (N, nu): the first sample's references (default the OCP's).
     """
     N, nx, nu = ocp.horizon, ocp.nx, ocp.nu
     builder = StageQPBuilder(ocp)
-    d = ocp.layout.unpack_parameters(ocp.parameters(x0))
+    d = ocp.layout.unpack_parameters(ocp.parameters(x0, x_ref, u_ref))
     xg, ug, zero = spec.x_guess, spec.u_guess, np.zeros(nu)
     qp = builder.with_state(builder.build(xg, ug, d["x_ref"], d["u_ref"], d["p"], 0.0, zero), x0, zero)
     x_start = builder.guess(xg, ug, zero)
@@ -232,8 +240,8 @@ def input_tolerance(ocp: MultipleShootingOCP, spec: ControllerSpec, x0: FloatArr
     cold = sqp(xs, ug, lambda a, b, f, rho, scale, states=False, **extra: builder.sqp_step(
                    a, b, d["x_ref"], d["u_ref"], d["p"], 0.0, zero, loose=f, prox=rho, prox_scale=scale,
                    prox_states=states, **extra),
-               lambda a, b: ocp.cost(a, b), lambda a, b: builder.defects(a, b, d["p"], 0.0),
-               max_iter=COLD_START_ITERATIONS, prox=True)
+               lambda a, b: ocp.cost(a, b, x_ref=d["x_ref"], u_ref=d["u_ref"], p=d["p"]),
+               lambda a, b: builder.defects(a, b, d["p"], 0.0), max_iter=COLD_START_ITERATIONS, prox=True)
     multipliers = _multiplier_curvature(ocp, spec, xg, ug, exact, np.asarray(d["p"], dtype=float), real)
     cast = np.float32 if real == "float" else np.float64
     z0 = (spec.model.z0,) if spec.model.nz else ()  # (a DAE's step: Newton from the model's z0)
@@ -265,13 +273,17 @@ def input_tolerance(ocp: MultipleShootingOCP, spec: ControllerSpec, x0: FloatArr
             move = np.abs(moved.u - exact.u) / scale
             first, whole = max(first, float(move[:samples].max())), max(whole, float(move.max()))
     key = "float" if real == "float" else "double"
-    floor = max(TOLERANCE_FLOOR[key], SQP_ALLOWANCE[key] * (1.0 + max(np.abs(xs).max(), np.abs(ug).max()))
-                / float(scale.min()))
-    stop = termination_move(builder, cold, x0, d, scale) if key == "float" and cold.status == 0 else 0.0
+    optimum = verified_optimum(ocp, x0, x_ref, u_ref)
+    # (the SQP's step tolerance is relative to the iterate it stops at, near the optimum: its size, else the
+    # guess's; a reference far from the stored guess makes them differ)
+    ends = [xs, ug] + ([cold.x, cold.u] if cold.status == 0 else []) + ([optimum] if optimum is not None else [])
+    size = max(float(np.abs(a).max(initial=0.0)) for a in ends)
+    floor = max(TOLERANCE_FLOOR[key], SQP_ALLOWANCE[key] * (1.0 + size) / float(scale.min()))
+    stop = termination_move(builder, cold, x0, d, scale, key) if cold.status == 0 else 0.0
+    agree = solver_agreement(ocp, spec, x0, x_ref, u_ref, optimum, scale)
     applied = max(TOLERANCE_SAFETY * first, floor)
-    prediction = max(TOLERANCE_SAFETY * whole, floor, TERMINATION_SAFETY * stop)
+    prediction = max(TOLERANCE_SAFETY * whole, floor, TERMINATION_SAFETY * max(stop, agree))
     cap = MAX_TOLERANCE[key]
-    optimum = verified_optimum(ocp, x0)
     same = optimum is not None and (cold.status != 0 or
                                     float(np.abs(optimum - cold.u).max()) <= REFERENCE_AGREEMENT * float(scale.min()))
     if optimum is not None and same:
@@ -281,7 +293,29 @@ def input_tolerance(ocp: MultipleShootingOCP, spec: ControllerSpec, x0: FloatArr
     else:
         first_u, label = None, "none (neither IPOPT nor the Python SQP converged from the guess)"
     return Tolerance(min(applied, cap), first, min(prediction, cap), whole, first_u, label,
-                     capped=TOLERANCE_SAFETY * max(first, whole) > cap, termination=stop)
+                     capped=TOLERANCE_SAFETY * max(first, whole) > cap, termination=max(stop, agree))
+
+
+def solver_agreement(ocp: MultipleShootingOCP, spec: ControllerSpec, x0: FloatArray, x_ref: FloatArray | None,
+                     u_ref: FloatArray | None, optimum: FloatArray | None, scale: FloatArray) -> float:
+    """How far two converged solvers' first predictions are apart on this problem (the largest on `scale`): the C's
+    Python twin (`RTIController.solve`, the export's Hessian, in double) against IPOPT's `optimum`; 0 where either
+    did not converge or they found different local solutions (`REFERENCE_AGREEMENT`).
+
+    Both end within their tolerances on the KKT conditions (1e-10 to 1e-12); how far apart that leaves the inputs
+    is the problem's conditioning: a gantry crane whose force has the weight 1e-3 and whose sway row a penalty
+    multiplier of 1e3 ends 3.6e-7 of the force's range from IPOPT's at tol 1e-12, in 4 exact SQP iterations whose
+    stationarity is 1e-12. A C that follows its twin (the closed loop's inputs are compared with it at rounding)
+    and converges cannot be nearer to IPOPT than that.
+    """
+    if optimum is None:
+        return 0.0
+    twin = RTIController(ocp, hessian=spec.hessian_option)
+    result = twin.solve(x0, x_ref=x_ref, u_ref=u_ref, max_iter=COLD_START_ITERATIONS)
+    if result.status != 0:
+        return 0.0
+    apart = float(np.max(np.abs(np.asarray(result.u) - optimum) / scale))
+    return apart if apart <= REFERENCE_AGREEMENT else 0.0
 
 
 #: The check allows this many times the move of the float interior point's stopping point (`termination_move`):
@@ -290,25 +324,27 @@ TERMINATION_SAFETY = 2.0
 
 
 def termination_move(builder: StageQPBuilder, cold: SQPResult, x0: FloatArray, d: dict[str, Any],
-                     scale: FloatArray) -> float:
-    """How far a float interior point's stopping point moves the converged first sample's predicted inputs (the
-    largest on `scale`).
+                     scale: FloatArray, real: str = "float") -> float:
+    """How far the interior point's stopping point in `real` moves the converged first sample's predicted inputs
+    (the largest on `scale`).
 
-    The float QP ends where its complementarity reaches the precision's floor (`MU_FLOOR["float"]` relative to
+    The QP ends where its complementarity reaches the precision's floor (`MU_FLOOR[real]` relative to
     1 + the largest multiplier or gradient, an exact penalty's weight among them: C ``@{p}_ipm``), not at its
     solution: a side whose multiplier is small against that scale stays mu / lam inside its bound. The QP at the
     converged double SQP's point `cold` (from `x0`, data `d`) is solved to convergence and stopped at that floor
-    (the double twin of the C's interior point at the float tolerances); the difference of their inputs is what
-    the stopping alone does, rounding aside. (The planar quadrotor past an obstacle, penalty weight 1e3: a thrust
-    with multiplier 0.016 at its bound moves by 4e-3 of its range.)
+    (the double twin of the C's interior point at the tolerances of `real`); the difference of their inputs is
+    what the stopping alone does, rounding aside. (The planar quadrotor past an obstacle, penalty weight 1e3, in
+    float: a thrust with multiplier 0.016 at its bound moves by 4e-3 of its range; a gantry crane with a sway
+    penalty of 1e3, in double: a force at its bound by 1.3e-9.)
     """
     zero = np.zeros(builder.ocp.nu)
     qp = builder.with_state(builder.build(cold.x, cold.u, d["x_ref"], d["u_ref"], d["p"], 0.0, zero), x0, zero)
     start = builder.guess(cold.x, cold.u, zero)  # (the QP's states: with a rate penalty, augmented)
     exact = solve_stage_qp(qp, x_guess=start, u_guess=cold.u)
-    tight = OCP_QP_TOLERANCES["float"]
+    key: Real = "float" if real == "float" else "double"
+    tight = OCP_QP_TOLERANCES[key]
     stopped = solve_stage_qp(qp, x_guess=start, u_guess=cold.u,
-                             tolerances={**tight, "tol_mu": 100 * tight["tol_mu"] + MU_FLOOR["float"]})
+                             tolerances={**tight, "tol_mu": 100 * tight["tol_mu"] + MU_FLOOR[key]})
     if exact.status != 0 or stopped.status != 0:
         return 0.0
     return float(np.max(np.abs(np.asarray(stopped.u) - np.asarray(exact.u)) / scale))
@@ -349,17 +385,21 @@ def _write(export: CExport, folder: Path) -> None:
         (folder / fname).write_text(text)
 
 
-def host_loop(export: CExport, spec: ControllerSpec, x0: FloatArray, steps: int, noise: float = 0.0) -> LoopRun:
+def host_loop(export: CExport, spec: ControllerSpec, x0: FloatArray, steps: int, noise: float = 0.0, *,
+              reference: ReferenceFunction | None = None, budget: tuple[int, int] = CHECK_BUDGET) -> LoopRun:
     """The generated controller compiled for this machine (ctypes) in a closed loop with the check's plant (and
-    its process noise: `process_noise`)."""
+    its process noise: `process_noise`), following `reference` (``t -> (x_ref, u_ref)``) sample by sample when
+    given, at `budget` (``NAME_mpc_set_budget``'s QP and SQP iterations)."""
     with tempfile.TemporaryDirectory(prefix="shooting_ctl_host_") as tmp:
         _write(export, Path(tmp))
         controller = load_controller(tmp, model=spec.plant_model)
-        controller.set_budget(*CHECK_BUDGET)  # (the reference has no budget)
-        controller.step(x0, 0.0)  # the first sample alone: its whole prediction (the closed loop resets it)
+        controller.set_budget(*budget)
+        first_data = sample_horizon(spec.plant_model, 0.0, spec.dt, spec.horizon, reference=reference)
+        # the first sample alone: its whole prediction (the closed loop resets it)
+        controller.step(x0, 0.0, x_ref=first_data.x_ref, u_ref=first_data.u_ref)
         first = None if controller.u_pred is None else controller.u_pred.copy()
         traj = simulate_closed_loop(controller, x0, steps, plant_method=PLANT_METHOD, plant_steps=PLANT_STEPS,
-                                    noise_std=noise or None, seed=NOISE_SEED, progress=False)
+                                    noise_std=noise or None, seed=NOISE_SEED, progress=False, reference=reference)
     return LoopRun("host", traj.x, traj.u, list(traj.status), traj.iterations,
                    feedback_seconds=np.array(controller.feedback_times[:len(traj.u)]),
                    prepare_seconds=np.array(controller.preparation_times[1:len(traj.u) + 1]),

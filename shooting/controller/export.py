@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -51,15 +52,23 @@ from shooting.controller.check import (
 )
 from shooting.controller.diagnosis import explain, status_hint
 from shooting.controller.firmware import BOARDS, FIRMWARE_DIR, NETDUINOPLUS2_ARGS, firmware_files
+from shooting.mpc.controllers import ReferenceFunction, sample_horizon
 from shooting.mpc.ocp import MultipleShootingOCP
+from shooting.mpc.scenarios import Scenario, build_ocp
 from shooting.options import CONTROLLER_HESSIANS, REALS, TARGETS, ControllerHessian, Real, Target
 
-__all__ = ["CHECK_SAMPLES", "REJECTED_NOTE", "check_controller_export", "export_controller", "rejected_files"]
+__all__ = ["CHECK_SAMPLES", "CHECK_STEPS", "REJECTED_NOTE", "STILL", "CheckedLoop", "check_controller_export",
+           "export_controller", "rejected_files"]
 
 Progress = Callable[[str], None]
 
 #: Closed-loop samples of the check, and how many of the first are compared with Python.
 CHECK_STEPS, CHECK_SAMPLES = 40, 5
+
+#: A checked closed loop "barely moves" when every state stays within this fraction of max(1, |x0_i|) of its
+#: range and every input within it of its scale (`input_scale`): far above rounding, far below any motion a
+#: controller is exported for. Such a check compares a controller at rest; it is said, not passed silently.
+STILL = 1e-6
 
 
 #: Largest weight of a float controller: by the rule of the double bound
@@ -127,13 +136,63 @@ def _loop_report(run: LoopRun, ref_u: np.ndarray, ref_status: list[str], real: R
     return CheckReport(run.target, real, n, worst, allowed, passed, details, margin=margin)
 
 
+@dataclasses.dataclass(frozen=True)
+class CheckedLoop:
+    """What the checks' closed loops run: where they start, which reference they follow, for how long.
+
+    Attributes
+    ----------
+    x0 : ndarray, shape (nx,)
+        The loops' start (the model's units).
+    steps : int
+        Samples.
+    noise : float
+        Process noise (standard deviation per state and sample).
+    reference : callable ``t -> (x_ref, u_ref)`` or None
+        A time-varying reference followed sample by sample; None: the OCP's own.
+    label : {"scenario", "constant", "none"}
+        The reference in one word for the manifest: the time-varying one, the OCP's constant one, or none at all
+        (every reference zero: regulation to the origin).
+    """
+
+    x0: np.ndarray
+    steps: int
+    noise: float
+    reference: ReferenceFunction | None
+    label: str
+
+    def describe(self) -> str:
+        """The loop in words, for the printed line."""
+        towards = {"scenario": "along the scenario's reference", "constant": "towards the OCP's constant reference",
+                   "none": "towards the origin (no reference)"}[self.label]
+        return f"from x0 = [{', '.join(f'{v:.4g}' for v in self.x0)}] {towards}"
+
+
+def _reference_label(spec: ControllerSpec, reference: ReferenceFunction | None) -> str:
+    if reference is not None:
+        return "scenario"
+    return "constant" if np.any(spec.x_ref != 0) or np.any(spec.u_ref != 0) else "none"
+
+
+def _motion(run: LoopRun, scale: np.ndarray) -> tuple[list[float], bool]:
+    """Each state's range over the loop (largest minus smallest, the model's units), and whether the loop moved
+    (`STILL`)."""
+    x0 = run.x[0]
+    state_range = np.ptp(run.x, axis=0)
+    input_range = np.ptp(run.u, axis=0) if run.u.shape[0] else np.zeros(run.u.shape[1])
+    moved = bool(np.any(state_range > STILL * np.maximum(1.0, np.abs(x0))) or np.any(input_range > STILL * scale))
+    return [float(v) for v in state_range], moved
+
+
 class _Runs(ExportRuns):
     """The checks and measurements of one controller export."""
 
-    def __init__(self, export: CExport, spec: ControllerSpec, x0: np.ndarray, ocp: MultipleShootingOCP,
-                 steps: int, say: Progress, noise: float = 0.0) -> None:
+    def __init__(self, export: CExport, spec: ControllerSpec, ocp: MultipleShootingOCP, loop: CheckedLoop,
+                 say: Progress) -> None:
         super().__init__(export, say)
-        self.spec, self.x0, self.ocp, self.steps, self.noise = spec, x0, ocp, steps, noise
+        self.spec, self.ocp, self.loop = spec, ocp, loop
+        self.x0, self.steps, self.noise = loop.x0, loop.steps, loop.noise
+        self.budget = (spec.max_qp_iterations, spec.max_sqp_iterations)
         self._ref: tuple[np.ndarray, list[str]] | None = None
         self._tolerance: Tolerance | None = None
 
@@ -145,7 +204,11 @@ class _Runs(ExportRuns):
             # (in the controller's variables: the OCP's scaled twin, shooting.mpc.scaling; the verified first
             # prediction back in the model's units, as the C's interface gives it)
             twin, dx, du = self.ocp.scaled_twin()
-            tol = input_tolerance(twin, self.spec, self.x0 / dx, real, CHECK_SAMPLES)
+            first = sample_horizon(self.spec.plant_model, 0.0, self.spec.dt, self.spec.horizon,
+                                   reference=self.loop.reference)  # (the first sample's references)
+            tol = input_tolerance(twin, self.spec, self.x0 / dx, real, CHECK_SAMPLES,
+                                  x_ref=None if first.x_ref is None else first.x_ref / dx,
+                                  u_ref=None if first.u_ref is None else first.u_ref / du)
             self._tolerance = tol if tol.first_u is None else dataclasses.replace(tol, first_u=tol.first_u * du)
         return self._tolerance
 
@@ -155,7 +218,7 @@ class _Runs(ExportRuns):
             self.say(f"running the Python RTIController for {self.steps} samples (the reference)")
             rule = "stage" if self.export.manifest["real"] == "float" else "riccati"  # (the C's: c_source)
             _, u, status = reference_run(self.ocp, self.x0, self.steps, self.noise, hessian=self.spec.hessian_option,
-                                         convexification=rule)
+                                         convexification=rule, reference=self.loop.reference)
             self._ref = u, status
         return self._ref
 
@@ -167,7 +230,12 @@ class _Runs(ExportRuns):
                               list(self.spec.model.input_names))
         self.checks.append(report)
         summary = run.summary()
-        self.measured[key] = {"process_noise": self.noise, "noise_seed": NOISE_SEED,
+        scale = input_scale(self.spec)
+        state_range, moved = _motion(run, scale)
+        self.measured[key] = {"x0": [float(v) for v in self.x0], "reference": self.loop.label,
+                              "state_range": state_range, "moved": moved,
+                              "budget": {"max_qp_iterations": self.budget[0], "max_sqp_iterations": self.budget[1]},
+                              "process_noise": self.noise, "noise_seed": NOISE_SEED,
                               "samples_compared": report.vectors, "input_error": report.worst["u"],
                               "input_tolerance": report.allowed["u"], "rounding_estimate": tol.applied_estimate,
                               "error_scale": "each input's bound range", "passed": report.passed, **summary}
@@ -176,13 +244,17 @@ class _Runs(ExportRuns):
                                       prediction_tolerance=report.allowed["u_pred"],
                                       prediction_rounding_estimate=tol.prediction_estimate)
         self.measured["input_tolerance"] = tol.applied
-        line = (f"{run.target} {real}: closed loop of {summary['samples']} samples, first {report.vectors} inputs "
+        line = (f"{run.target} {real}: closed loop of {summary['samples']} samples {self.loop.describe()} at the "
+                f"export's budget ({self.budget[0]} QP, {self.budget[1]} SQP iterations), first {report.vectors} "
+                f"inputs "
                 f"within {report.worst['u']:.1e} of the Python RTIController on their ranges (allowed "
-                f"{report.allowed['u']:.1e} = {TOLERANCE_SAFETY:g} x the {real} rounding estimate "
-                f"{tol.applied_estimate:.1e}, at least {TOLERANCE_FLOOR[real]:.0e})")
+                f"{report.allowed['u']:.1e}: {TOLERANCE_SAFETY:g} x the {real} rounding estimate "
+                f"{tol.applied_estimate:.1e}, at least the solvers' stopping accuracy, {TOLERANCE_FLOOR[real]:.0e} or "
+                f"more)")
         if "u_pred" in report.worst:
-            why = (f" = {TERMINATION_SAFETY:g} x the move of the {real} interior point's stopping point "
-                   f"{tol.termination:.1e}" if report.allowed["u_pred"] == TERMINATION_SAFETY * tol.termination else "")
+            why = (f" = {TERMINATION_SAFETY:g} x how far the solvers' stopping points (the {real} interior point's, "
+                   f"the SQP's and IPOPT's) move it, {tol.termination:.1e}"
+                   if report.allowed["u_pred"] == TERMINATION_SAFETY * tol.termination else "")
             line += (f", first prediction within {report.worst['u_pred']:.1e} of {tol.first_reference} (allowed "
                      f"{report.allowed['u_pred']:.1e}{why})")
         elif run.first_prediction is not None:
@@ -203,11 +275,18 @@ class _Runs(ExportRuns):
         self.lines.append(line + (": ok" if report.passed else f": MISMATCH {report.details}"))
         if not report.passed:
             self.problems.append(self.lines[-1])
+        if not moved:
+            still = (f"{run.target} {real}: the checked closed loop barely moved (every state within {STILL:g} of "
+                     f"its start, every input of its range): it compared a controller at rest, not the motion it is "
+                     f"exported for; start the check elsewhere (check_x0=, --check-x0) or give it a reference")
+            self.lines.append(still)
+            warnings.warn(still, UserWarning, stacklevel=4)
 
     def run(self, target: Target, check: bool) -> None:
         if check:
             self.say("closed loop on the host (ctypes)")
-            self.record(host_loop(self.export, self.spec, self.x0, self.steps, self.noise), "check_host")
+            self.record(host_loop(self.export, self.spec, self.x0, self.steps, self.noise,
+                                  reference=self.loop.reference, budget=self.budget), "check_host")
         if target != "cortex-m4":
             return
         self.say("cross-compiling for Cortex-M4")
@@ -215,11 +294,12 @@ class _Runs(ExportRuns):
             return
         if check:
             self.say(f"closed loop on the emulated Cortex-M4 (qemu mps2-an386, -icount), {self.steps} samples")
-            self.record(board_loop(self.export, self.spec, self.x0, self.steps, self.noise), "check_cortex_m4")
+            self.record(board_loop(self.export, self.spec, self.x0, self.steps, self.noise, budget=self.budget,
+                                   reference=self.loop.reference), "check_cortex_m4")
 
 
 def export_controller(
-    ocp: MultipleShootingOCP,
+    ocp: MultipleShootingOCP | Scenario,
     out_dir: str | os.PathLike[str],
     *,
     real: Real = "double",
@@ -228,7 +308,9 @@ def export_controller(
     force: bool = False,
     name: str | None = None,
     x0: object = None,
+    check_x0: object = None,
     check_steps: int = CHECK_STEPS,
+    reference: ReferenceFunction | None = None,
     metadata: Mapping[str, object] | None = None,
     progress: bool | Progress | None = None,
     max_qp_iterations: int | None = None,
@@ -245,29 +327,48 @@ def export_controller(
 
     Parameters
     ----------
-    ocp : MultipleShootingOCP
+    ocp : MultipleShootingOCP or Scenario
         Tracking cost with extra stage and terminal costs, input bounds,
         hard or soft state bounds (``soft_x_bounds``), path and terminal
         constraints, a rate penalty, references per stage, model parameters.
+        A `Scenario` gives its OCP (`shooting.build_ocp`), and the defaults of
+        `x0` and `reference`: its start and its time-varying reference.
     out_dir : str or path
         Created if missing; files we did not write are never touched.
     real : {"double", "float"}
     target : {"host", "cortex-m4"}
         "cortex-m4" also cross-compiles and measures flash and RAM.
     check : bool
-        Run closed loops of `check_steps` samples from `x0` on the host (and
-        on the emulated Cortex-M4 for that target) and compare the first
+        Run closed loops of `check_steps` samples from `check_x0` along
+        `reference` on the host (and on the emulated Cortex-M4 for that
+        target), at the export's budget, and compare the first
         `CHECK_SAMPLES` inputs with `RTIController` on each input's bound range,
         within a tolerance derived from the precision and the problem's
         conditioning (`shooting.controller.check.input_tolerance`,
         recorded in the manifest and the header). A failure writes nothing.
+        The manifest's ``check_host`` (``check_cortex_m4``) records what was
+        checked: ``x0``, ``reference`` ("scenario", "constant" or "none"),
+        ``samples``, ``state_range`` (per state, the largest minus the smallest
+        value over the loop, the model's units) and ``moved``; a loop that
+        barely moves (`STILL`) is said in the report's lines and by a
+        ``UserWarning``.
     force : bool
         Add our files to a directory that holds other files.
     name : str, optional
         C prefix (default the model's name).
     x0 : array_like, shape (nx,), optional
-        Initial state of the guess and of the checks (default the model's ``x0``).
+        Initial state of the guess and of the checks (default the scenario's
+        start, else the model's ``x0``).
+    check_x0 : array_like, shape (nx,), optional
+        Initial state of the checks' closed loops (and of the firmware's),
+        when it is not `x0`.
     check_steps : int
+        Samples of the checks' closed loops (default `CHECK_STEPS`).
+    reference : callable ``t -> (x_ref, u_ref)``, optional
+        A time-varying reference (shapes (nx,) and (nu,), u_ref may be None)
+        that the checks' loops and the firmware follow sample by sample, as
+        `shooting.simulate_closed_loop` does (default: the scenario's; none:
+        the OCP's own references).
     metadata : mapping, optional
         Extra manifest entries.
     progress : bool or callable ``(str) -> None``, optional
@@ -322,8 +423,17 @@ def export_controller(
         if reporter is not None:
             reporter(message)
 
+    if isinstance(ocp, Scenario):
+        scenario = ocp
+        ocp = build_ocp(scenario)
+        x0 = scenario.x0 if x0 is None else x0
+        reference = scenario.reference if reference is None else reference
     if not isinstance(ocp, MultipleShootingOCP):
-        raise ValueError(f"ocp must be a shooting.MultipleShootingOCP, got {type(ocp).__name__}")
+        raise ValueError(f"ocp must be a shooting.MultipleShootingOCP or a shooting.Scenario, got "
+                         f"{type(ocp).__name__}")
+    if reference is not None and not callable(reference):
+        raise ValueError(f"reference must be a function of time t returning (x_ref, u_ref), got "
+                         f"{type(reference).__name__}")
     real = _validate.choice(real, REALS, "real")
     target = _validate.choice(target, TARGETS, "target")
     check = _validate.flag(check, "check")
@@ -337,6 +447,10 @@ def export_controller(
     if real == "float":
         _check_float_weights(ocp.scaled_twin()[0])  # (the weights the C holds: in the scaled variables)
     start = ocp.model.x0 if x0 is None else _validate.vector(x0, ocp.model.nx, "x0", broadcast=False)
+    check_start = start if check_x0 is None else _validate.vector(check_x0, ocp.model.nx, "check_x0",
+                                                                  broadcast=False)
+    if reference is not None:  # (its every value checked now, before the long work: one line names a bad one)
+        sample_horizon(ocp.model, 0.0, ocp.dt, ocp.horizon + steps, reference=reference)
     budget_defaults(max_qp_iterations, max_sqp_iterations)  # (refused before the long work)
     hessian = _validate.choice(hessian, CONTROLLER_HESSIANS, "hessian")
     if firmware is not None:
@@ -352,7 +466,9 @@ def export_controller(
                             problems=(str(err),))
     say(f"generating the controller C ({real}; QP: {spec.nv} variables in {spec.horizon} stages)")
     export = generate_controller(spec, name, real=real, metadata=metadata)
-    runs = _Runs(export, spec, start, ocp, steps, say, noise)
+    loop = CheckedLoop(np.asarray(check_start, dtype=float), steps, noise, reference,
+                       _reference_label(spec, reference))
+    runs = _Runs(export, spec, ocp, loop, say)
     try:
         runs.run(target, check)
     except toolchain.ToolchainError as err:
@@ -364,12 +480,13 @@ def export_controller(
     iterations = [v["qp_iterations_max"] for k, v in runs.measured.items() if k.startswith("check_")]
     if iterations:
         sizes["qp_iterations_max"] = max(iterations)
-    board_files = {} if firmware is None else firmware_files(spec, f"{name}_mpc", start, steps, firmware)
+    board_files = {} if firmware is None else firmware_files(spec, f"{name}_mpc", loop.x0, steps, firmware,
+                                                             real=real, reference=reference)
     extra: dict[str, Any] = {} if firmware is None else {
         "files": controller_files(name) + sorted(board_files),
         "firmware": {"board": firmware, "build": f"make -C {FIRMWARE_DIR}",
                      "run": f"qemu-system-arm {' '.join(NETDUINOPLUS2_ARGS)} -kernel {FIRMWARE_DIR}/firmware.elf",
-                     "samples": steps}}
+                     "samples": steps, "x0": [float(v) for v in loop.x0], "reference": loop.label}}
     export = generate_controller(spec, name, real=real, sizes=sizes, metadata={**dict(metadata or {}),
                                                                                 **runs.measured, **extra})
     size = runs.size

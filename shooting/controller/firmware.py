@@ -16,7 +16,8 @@ writes ``firmware/`` beside the controller's files:
 * ``main.c``: the closed loop of the export's check: the controller, and the check's plant (the model
   integrated in double by `shooting.controller.board.PLANT_METHOD`) from the check's x0; per sample one line
   over USART1, ``k u_1 ... u_nu status qp_iterations cycles`` (cycles: the DWT counter around feedback, shift
-  and prepare), then a summary line, then the exit.
+  and prepare), then a summary line (samples that failed apart from those stopped by the budget, whose input
+  is finite and within its bounds), then the exit. A check with a time-varying reference follows it here too.
 * ``Makefile``: ``make`` builds ``firmware.elf`` with arm-none-eabi-gcc and newlib-nano.
 
 QEMU 7.2 emulates the board as ``netduinoplus2`` (its USART1 is the first ``-serial``); it models neither
@@ -33,9 +34,10 @@ from shooting.codegen.c_files import generate_c
 from shooting.codegen.emitter import literal
 from shooting.codegen.qemu_mps2 import FAULT_EXIT_CODE, MPS2_AN386_LINKER_SCRIPT
 from shooting.codegen.toolchain import M4_CFLAGS
-from shooting.controller.board import PLANT_METHOD, PLANT_STEPS
+from shooting.controller.board import PLANT_METHOD, PLANT_STEPS, reference_tables
 from shooting.controller.c_source import ControllerSpec
 from shooting.integrate.integrator import build_integrator
+from shooting.mpc.controllers import ReferenceFunction
 
 __all__ = ["BOARDS", "FIRMWARE_DIR", "NETDUINOPLUS2_ARGS", "firmware_files"]
 
@@ -277,7 +279,7 @@ _MAIN = """\
 static const double x_init[{nx}] = {{{x0}}};
 static const double p_plant[{np1}] = {{{p}}};
 static double z_plant[{nz1}] = {{{z0}}};  /* a DAE plant's algebraic states: consistent at x0, then warm */
-
+{reference_tables}
 static void put_line(const char* text) {{ shooting_puts(text); }}
 
 int main(void) {{
@@ -285,9 +287,10 @@ int main(void) {{
   double x[{nx}], xn[{nx}], ud[{nu}];
   {name}_real xr[{nx}], u[{nu}];
   char line[96];
-  int k, i, st, failed = 0;
+  int k, i, j, st, failed = 0, budget = 0;
   uint32_t start, cycles, worst = 0;
   (void)z_plant;
+  (void)j;
   snprintf(line, sizeof line, "clock %lu Hz%s\\n", (unsigned long)shooting_clock_hz,
            shooting_pll_locked ? "" : " (PLL not locked: HSI)");
   put_line(line);
@@ -299,12 +302,13 @@ int main(void) {{
   for (k = 0; k < STEPS; ++k) {{
     for (i = 0; i < {nx}; ++i) xr[i] = ({name}_real)x[i];
     start = shooting_cycles();
-    st = {stem}_feedback(mem, xr, u);
+{set_reference}    st = {stem}_feedback(mem, xr, u);
     (void){stem}_shift(mem);
     (void){stem}_prepare(mem);
     cycles = shooting_cycles() - start;
     if (k > 0 && cycles > worst) worst = cycles;
-    failed += st != 0;
+    budget += st == {NAME}_MPC_BUDGET;  /* (a budget's input is finite and within its bounds: not a failure) */
+    failed += st != 0 && st != {NAME}_MPC_BUDGET;
     snprintf(line, sizeof line, "%d", k);
     put_line(line);
     for (i = 0; i < {nu}; ++i) {{
@@ -317,7 +321,8 @@ int main(void) {{
     if (shooting_plant_step(x, ud, p_plant, {dt} * k, {dt}, {plant_z}xn, 0, 0{plant_z_out})) return 4;
     for (i = 0; i < {nx}; ++i) x[i] = xn[i];
   }}
-  snprintf(line, sizeof line, "done %d samples, %d not ok, worst %lu cycles\\n", STEPS, failed, (unsigned long)worst);
+  snprintf(line, sizeof line, "done %d samples, %d failed, %d stopped by the budget, worst %lu cycles\\n", STEPS,
+           failed, budget, (unsigned long)worst);
   put_line(line);
   return 0;
 }}
@@ -349,8 +354,8 @@ clean:
 """
 
 
-def firmware_files(spec: ControllerSpec, stem: str, x0: FloatArray, steps: int, board: str = "stm32f405"
-                   ) -> dict[str, str]:
+def firmware_files(spec: ControllerSpec, stem: str, x0: FloatArray, steps: int, board: str = "stm32f405", *,
+                   real: str = "double", reference: ReferenceFunction | None = None) -> dict[str, str]:
     """The firmware's files for the controller export `stem` (``NAME_mpc``), relative to the export's folder.
 
     Parameters
@@ -363,6 +368,10 @@ def firmware_files(spec: ControllerSpec, stem: str, x0: FloatArray, steps: int, 
     steps : int
         Samples of the closed loop.
     board : {"stm32f405"}
+    real : {"double", "float"}
+        The controller's real type (of the reference's tables).
+    reference : callable ``t -> (x_ref, u_ref)``, optional
+        The check's time-varying reference, followed sample by sample (`shooting.controller.board.reference_tables`).
 
     Returns
     -------
@@ -377,8 +386,10 @@ def firmware_files(spec: ControllerSpec, stem: str, x0: FloatArray, steps: int, 
     plant = build_integrator(model, PLANT_METHOD, PLANT_STEPS, "none", name="shooting_plant")
     plant_c = generate_c(plant, "shooting_plant", real="double")
     z_start = model.consistent_z(x0, model.u0, model.p0) if model.nz else np.zeros(0)
+    tables, calls = reference_tables(model, spec.dt, spec.horizon, steps, reference, real)
     main = _MAIN.format(
-        stem=stem, name=name, nx=model.nx, nu=model.nu, np1=max(model.np, 1), steps=steps,
+        stem=stem, name=name, NAME=name.upper(), reference_tables=tables.replace("REAL", f"{name}_real"),
+        set_reference=calls.replace("STEM", stem), nx=model.nx, nu=model.nu, np1=max(model.np, 1), steps=steps,
         x0=", ".join(repr(float(v)) for v in x0), p=", ".join(repr(float(v)) for v in model.p0) or "0.0",
         nz1=max(model.nz, 1), z0=", ".join(repr(float(v)) for v in z_start) or "0.0",
         dt=literal(spec.dt, "double"), plant_z="z_plant, " if model.nz else "",
