@@ -39,7 +39,7 @@ from shooting.mpc.costs import hessians
 from shooting.mpc.curvature import curvature_functions
 from shooting.mpc.divergence import prediction_limit
 from shooting.mpc.ocp import MultipleShootingOCP
-from shooting.mpc.rti_stage import constraint_functions, cost_expansions, cost_values
+from shooting.mpc.rti_stage import constraint_functions, cost_expansions, cost_values, curved_constraints
 from shooting.mpc.sqp import (
     COLD_START_ITERATIONS,
     MAX_SQP_ITERATIONS,
@@ -286,7 +286,7 @@ def controller_spec(ocp: MultipleShootingOCP, *, x0: object = None, guess: tuple
         return dataclasses.replace(spec, user_model=m, x_scale=dx, u_scale=du, guess_origin=origin)
     budget = budget_defaults(max_qp_iterations, max_sqp_iterations)
     hessian_choice, sqp_choice = hessians(hessian, ocp.problem.cost.stage_cost, ocp.problem.cost.terminal_cost,
-                                          _validate.choice(real, REALS, "real"))
+                                          _validate.choice(real, REALS, "real"), curved_constraints(ocp))
     m = ocp.model
     if m.nz and (np.isfinite(m.z_min).any() or np.isfinite(m.z_max).any()):
         raise ValueError(f"the C controller does not impose the bounds on the algebraic states of model {m.name} "

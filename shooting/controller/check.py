@@ -60,7 +60,7 @@ from shooting.qp.render import MU_FLOOR
 __all__ = ["MAX_TOLERANCE", "NOISE_SEED", "REFERENCE_AGREEMENT", "REFERENCE_IPOPT_OPTIONS", "TOLERANCE_FLOOR",
            "TERMINATION_SAFETY", "TOLERANCE_SAFETY", "LoopRun", "Tolerance", "board_loop", "compare_inputs",
            "host_loop", "input_scale", "input_tolerance", "process_noise", "reference_loop", "reference_run",
-           "solver_agreement", "termination_move", "verified_optimum"]
+           "solver_agreement", "stopping_move", "termination_move", "verified_optimum"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -186,9 +186,15 @@ class Tolerance:
         How far the whole first prediction moves when the converged first
         sample's QP stops where the C's interior point in its precision may
         stop (`termination_move`), or how far two converged solvers' first
-        predictions are apart (`solver_agreement`), the larger. (The closed loop's inputs are
-        not loosened by it: after the first sample they come from the exact
-        active-set shortcut.)
+        predictions are apart (`solver_agreement`), the larger.
+    termination_first : float
+        What the stopping points can do to the compared closed-loop inputs:
+        `samples` times the move on the first `samples` stages of a warm QP
+        stopped where the C's interior point stops and then shortcut from its
+        active set (`stopping_move` with ``rti``: zero where the shortcut
+        finds the exact solution; an active soft row at its limit is left to
+        the interior point). The inputs' tolerance is at least
+        `TERMINATION_SAFETY` times it.
     """
 
     applied: float
@@ -199,6 +205,7 @@ class Tolerance:
     first_reference: str = "IPOPT (tol 1e-12)"
     capped: bool = False
     termination: float = 0.0
+    termination_first: float = 0.0
 
 
 def input_tolerance(ocp: MultipleShootingOCP, spec: ControllerSpec, x0: FloatArray, real: str, samples: int,
@@ -279,9 +286,20 @@ def input_tolerance(ocp: MultipleShootingOCP, spec: ControllerSpec, x0: FloatArr
     ends = [xs, ug] + ([cold.x, cold.u] if cold.status == 0 else []) + ([optimum] if optimum is not None else [])
     size = max(float(np.abs(a).max(initial=0.0)) for a in ends)
     floor = max(TOLERANCE_FLOOR[key], SQP_ALLOWANCE[key] * (1.0 + size) / float(scale.min()))
-    stop = termination_move(builder, cold, x0, d, scale, key) if cold.status == 0 else 0.0
-    agree = solver_agreement(ocp, spec, x0, x_ref, u_ref, optimum, scale)
-    applied = max(TOLERANCE_SAFETY * first, floor)
+    twin = RTIController(ocp, hessian=spec.hessian_option).solve(x0, x_ref=x_ref, u_ref=u_ref,
+                                                                   max_iter=COLD_START_ITERATIONS)
+    # (the QP's stopping move at the converged point: the SQP's from the C's guess, else the twin's from IPOPT's)
+    end = cold if cold.status == 0 else twin
+    moves = stopping_move(builder, end, x0, d, scale, key) if end.status == 0 else None
+    stop = 0.0 if moves is None else float(moves.max())
+    # The closed loop's inputs: every compared sample's QP (the cold start's last one too) is warm and ends at the
+    # interior point's stopping point after the shortcut from its active set where that applies (an active soft
+    # row at its limit, slack 0, is left to the interior point: shooting.qp.shortcut); each sample adds its move
+    # on the stages the loop follows, carried into the next samples without contraction at worst.
+    warm = stopping_move(builder, end, x0, d, scale, key, rti=True) if end.status == 0 else None
+    stop_first = 0.0 if warm is None else samples * float(warm[:samples].max())
+    agree = solver_agreement(twin, optimum, scale)
+    applied = max(TOLERANCE_SAFETY * first, floor, TERMINATION_SAFETY * stop_first)
     prediction = max(TOLERANCE_SAFETY * whole, floor, TERMINATION_SAFETY * max(stop, agree))
     cap = MAX_TOLERANCE[key]
     same = optimum is not None and (cold.status != 0 or
@@ -293,14 +311,14 @@ def input_tolerance(ocp: MultipleShootingOCP, spec: ControllerSpec, x0: FloatArr
     else:
         first_u, label = None, "none (neither IPOPT nor the Python SQP converged from the guess)"
     return Tolerance(min(applied, cap), first, min(prediction, cap), whole, first_u, label,
-                     capped=TOLERANCE_SAFETY * max(first, whole) > cap, termination=max(stop, agree))
+                     capped=TOLERANCE_SAFETY * max(first, whole) > cap, termination=max(stop, agree),
+                     termination_first=stop_first)
 
 
-def solver_agreement(ocp: MultipleShootingOCP, spec: ControllerSpec, x0: FloatArray, x_ref: FloatArray | None,
-                     u_ref: FloatArray | None, optimum: FloatArray | None, scale: FloatArray) -> float:
+def solver_agreement(twin: SQPResult, optimum: FloatArray | None, scale: FloatArray) -> float:
     """How far two converged solvers' first predictions are apart on this problem (the largest on `scale`): the C's
-    Python twin (`RTIController.solve`, the export's Hessian, in double) against IPOPT's `optimum`; 0 where either
-    did not converge or they found different local solutions (`REFERENCE_AGREEMENT`).
+    Python twin (`twin`: `RTIController.solve`, the export's Hessian, in double) against IPOPT's `optimum`; 0 where
+    either did not converge or they found different local solutions (`REFERENCE_AGREEMENT`).
 
     Both end within their tolerances on the KKT conditions (1e-10 to 1e-12); how far apart that leaves the inputs
     is the problem's conditioning: a gantry crane whose force has the weight 1e-3 and whose sway row a penalty
@@ -308,13 +326,9 @@ def solver_agreement(ocp: MultipleShootingOCP, spec: ControllerSpec, x0: FloatAr
     stationarity is 1e-12. A C that follows its twin (the closed loop's inputs are compared with it at rounding)
     and converges cannot be nearer to IPOPT than that.
     """
-    if optimum is None:
+    if optimum is None or twin.status != 0:
         return 0.0
-    twin = RTIController(ocp, hessian=spec.hessian_option)
-    result = twin.solve(x0, x_ref=x_ref, u_ref=u_ref, max_iter=COLD_START_ITERATIONS)
-    if result.status != 0:
-        return 0.0
-    apart = float(np.max(np.abs(np.asarray(result.u) - optimum) / scale))
+    apart = float(np.max(np.abs(np.asarray(twin.u) - optimum) / scale))
     return apart if apart <= REFERENCE_AGREEMENT else 0.0
 
 
@@ -337,6 +351,15 @@ def termination_move(builder: StageQPBuilder, cold: SQPResult, x0: FloatArray, d
     float: a thrust with multiplier 0.016 at its bound moves by 4e-3 of its range; a gantry crane with a sway
     penalty of 1e3, in double: a force at its bound by 1.3e-9.)
     """
+    move = stopping_move(builder, cold, x0, d, scale, real)
+    return 0.0 if move is None else float(move.max())
+
+
+def stopping_move(builder: StageQPBuilder, cold: SQPResult, x0: FloatArray, d: dict[str, Any], scale: FloatArray,
+                  real: str = "float", rti: bool = False) -> FloatArray | None:
+    """`termination_move` per stage and input, shape (N, nu) on `scale`; None where a QP fails. With `rti`, the
+    stopped QP is solved again warm from its own end, as a real-time iteration's (and an SQP iteration's after
+    the first) is: the shortcut from its active set where it applies, else the interior point stopping again."""
     zero = np.zeros(builder.ocp.nu)
     qp = builder.with_state(builder.build(cold.x, cold.u, d["x_ref"], d["u_ref"], d["p"], 0.0, zero), x0, zero)
     start = builder.guess(cold.x, cold.u, zero)  # (the QP's states: with a rate penalty, augmented)
@@ -346,8 +369,12 @@ def termination_move(builder: StageQPBuilder, cold: SQPResult, x0: FloatArray, d
     stopped = solve_stage_qp(qp, x_guess=start, u_guess=cold.u,
                              tolerances={**tight, "tol_mu": 100 * tight["tol_mu"] + MU_FLOOR[key]})
     if exact.status != 0 or stopped.status != 0:
-        return 0.0
-    return float(np.max(np.abs(np.asarray(stopped.u) - np.asarray(exact.u)) / scale))
+        return None
+    if rti:  # (a real-time iteration's QP is warm: the shortcut from the stopped point's active set, else on)
+        again = solve_stage_qp(qp, x_guess=start, u_guess=cold.u, warm=stopped,
+                               tolerances={**tight, "tol_mu": 100 * tight["tol_mu"] + MU_FLOOR[key]})
+        stopped = again if again.status == 0 else stopped
+    return np.abs(np.asarray(stopped.u) - np.asarray(exact.u)) / scale
 
 
 def _multiplier_curvature(ocp: MultipleShootingOCP, spec: ControllerSpec, xg: FloatArray, ug: FloatArray,

@@ -174,6 +174,17 @@ def _reference_label(spec: ControllerSpec, reference: ReferenceFunction | None) 
     return "constant" if np.any(spec.x_ref != 0) or np.any(spec.u_ref != 0) else "none"
 
 
+def _violations(ocp: MultipleShootingOCP, run: LoopRun) -> dict[str, float]:
+    """How far the checked loop went past the OCP's state bounds and path constraints (the model's units; 0 when
+    within): what soft rows price instead of imposing, said beside the verdict."""
+    x = run.x[1:]
+    over = np.maximum(np.maximum(ocp.x_min - x, x - ocp.x_max), 0.0)
+    out = {"max_state_violation": float(np.where(np.isfinite(over), over, 0.0).max(initial=0.0))}
+    if ocp.problem.constraints.path_constraints is not None and run.u.shape[0]:
+        out["max_path_violation"] = float(np.maximum(ocp.path_values(run.x, run.u), 0.0).max(initial=0.0))
+    return out
+
+
 def _motion(run: LoopRun, scale: np.ndarray) -> tuple[list[float], bool]:
     """Each state's range over the loop (largest minus smallest, the model's units), and whether the loop moved
     (`STILL`)."""
@@ -232,8 +243,9 @@ class _Runs(ExportRuns):
         summary = run.summary()
         scale = input_scale(self.spec)
         state_range, moved = _motion(run, scale)
+        violations = _violations(self.ocp, run)
         self.measured[key] = {"x0": [float(v) for v in self.x0], "reference": self.loop.label,
-                              "state_range": state_range, "moved": moved,
+                              "state_range": state_range, "moved": moved, **violations,
                               "budget": {"max_qp_iterations": self.budget[0], "max_sqp_iterations": self.budget[1]},
                               "process_noise": self.noise, "noise_seed": NOISE_SEED,
                               "samples_compared": report.vectors, "input_error": report.worst["u"],
@@ -248,9 +260,10 @@ class _Runs(ExportRuns):
                 f"export's budget ({self.budget[0]} QP, {self.budget[1]} SQP iterations), first {report.vectors} "
                 f"inputs "
                 f"within {report.worst['u']:.1e} of the Python RTIController on their ranges (allowed "
-                f"{report.allowed['u']:.1e}: {TOLERANCE_SAFETY:g} x the {real} rounding estimate "
-                f"{tol.applied_estimate:.1e}, at least the solvers' stopping accuracy, {TOLERANCE_FLOOR[real]:.0e} or "
-                f"more)")
+                f"{report.allowed['u']:.1e}: the largest of {TOLERANCE_SAFETY:g} x the {real} rounding estimate "
+                f"{tol.applied_estimate:.1e}, the solvers' stopping accuracy (at least {TOLERANCE_FLOOR[real]:.0e}) "
+                f"and {TERMINATION_SAFETY:g} x what the interior point's stopping points do to these samples "
+                f"{tol.termination_first:.1e})")
         if "u_pred" in report.worst:
             why = (f" = {TERMINATION_SAFETY:g} x how far the solvers' stopping points (the {real} interior point's, "
                    f"the SQP's and IPOPT's) move it, {tol.termination:.1e}"
@@ -272,6 +285,11 @@ class _Runs(ExportRuns):
         if "feedback_us_median" in summary:
             line += (f", feedback {summary['feedback_us_median']:.1f} us + preparation "
                      f"{summary['prepare_us_median']:.1f} us (median)")
+        past = [f"{what} by up to {violations[key]:.3g}" for key, what in
+                (("max_state_violation", "the state bounds"), ("max_path_violation", "the path constraints"))
+                if violations.get(key, 0.0) > 0]
+        if past:  # (soft rows price a violation instead of imposing the row: said, whatever the verdict)
+            line += f"; the closed loop went past {' and '.join(past)}"
         self.lines.append(line + (": ok" if report.passed else f": MISMATCH {report.details}"))
         if not report.passed:
             self.problems.append(self.lines[-1])

@@ -149,7 +149,7 @@ def automatic_hessian(stage_cost: Callable[..., Any] | None, terminal_cost: Call
 
 
 def hessians(hessian: str, stage_cost: Callable[..., Any] | None, terminal_cost: Callable[..., Any] | None,
-             real: str = "double") -> tuple[Hessian, Hessian]:
+             real: str = "double", curved_rows: bool = False) -> tuple[Hessian, Hessian]:
     """The Hessians `hessian` (one of `shooting.options.CONTROLLER_HESSIANS`, validated) gives the real-time
     iterations' QPs and the SQP's (a cold start's, `solve`'s).
 
@@ -164,7 +164,11 @@ def hessians(hessian: str, stage_cost: Callable[..., Any] | None, terminal_cost:
     pass's shifted QP is too ill-conditioned for float), which converged no more often (float C, far starts: the
     cart-pole 19 of 22 against 20, the double pendulum 6 of 12 against 5), and it costs a board 1.3 to 2.4 times
     the flash and RAM (the second-order step, every stage's Hessian blocks; the cart-pole at N = 200: 88 KiB of
-    RAM against 68).
+    RAM against 68). Except where the OCP has `curved_rows` (path or terminal constraints that are not linear in
+    x and u): their multipliers reach the penalty's weight (a soft row's slack_l1, 1e3 to 1e4), Gauss-Newton
+    leaves their curvature times that weight out, and its iterations then circle the solution at a linear rate
+    near 1 (a gantry crane whose sway row is soft, float C from its stored guess: 118 SQP iterations, past the
+    budget of 100, against 12 with the exact Hessian), so the SQP takes the exact Hessian in float too.
 
     Returns
     -------
@@ -173,7 +177,7 @@ def hessians(hessian: str, stage_cost: Callable[..., Any] | None, terminal_cost:
     choice = _validate.choice(hessian, CONTROLLER_HESSIANS, "hessian")
     if choice == "auto":
         rti = automatic_hessian(stage_cost, terminal_cost)
-        return rti, rti if real == "float" else "exact"
+        return rti, rti if real == "float" and not curved_rows else "exact"
     return choice, choice
 
 

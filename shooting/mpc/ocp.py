@@ -585,8 +585,15 @@ class MultipleShootingOCP(ScaledVector):
         return float(self._cost_fn(w, P))
 
     def path_values(self, x: FloatArray, u: FloatArray, *, p: object = None) -> FloatArray:
-        """The path constraints h(x_k, u_k, p_k) (N, nh; feasible: <= 0) of x (N+1, nx), u (N, nu), p as in
-        `solve`."""
-        x, u = np.asarray(x, dtype=float), np.asarray(u, dtype=float)
-        P = self.parameters(x[0], p=p)
-        return np.array(self._path_fn(self.pack(x, u), P), dtype=float).T
+        """The path constraints h(x_k, u_k, p_k) (K, nh; feasible: <= 0) of states x (K or K+1, nx) and inputs u
+        (K, nu): a prediction (K = N) or a closed loop (any K); p (np,) or (K, np), default the model's p0."""
+        u = _validate.array(u, "u").reshape(-1, self.nu) if self.nu else np.zeros((0, 0))
+        K = u.shape[0]
+        x = _validate.stage_rows(_validate.array(x, "x")[:K], K, self.nx, "x (its first K rows)")
+        pk = _validate.stage_rows(self.model.p0 if p is None else p, K, self.np, "p") if self.np else np.zeros((K, 0))
+        h = self.problem.constraints.path_constraints
+        if h is None or K == 0:
+            return np.zeros((K, 0))
+        xs, us, ps = ca.SX.sym("x", self.nx), ca.SX.sym("u", self.nu), ca.SX.sym("p", self.np)
+        f = ca.Function("h", [xs, us, ps], [ca.vec(ca.SX(h(xs, us, ps)))], ["x", "u", "p"], ["h"])
+        return np.array(f.map(K)(x.T, u.T, pk.T), dtype=float).T.reshape(K, -1)

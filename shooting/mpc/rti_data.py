@@ -38,7 +38,7 @@ from shooting.mpc.ocp import MultipleShootingOCP
 from shooting.qp import StageQP
 
 __all__ = ["INPUTS", "MATRICES", "DataEvaluator", "QPData", "as_blocks", "constraint_functions", "convexify_stages",
-           "cost_expansions", "cost_values", "qp_data_function"]
+           "cost_expansions", "cost_values", "curved_constraints", "qp_data_function"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -184,6 +184,19 @@ def constraint_functions(ocp: MultipleShootingOCP) -> tuple[ca.Function | None, 
                                ["x", "p"],
                                ["c", "Cx"])
     return path, terminal
+
+
+def curved_constraints(ocp: MultipleShootingOCP) -> bool:
+    """Whether the OCP's path or terminal constraints are not linear in x and u (their Jacobians depend on them):
+    then the Lagrangian's Hessian holds their curvature (`shooting.mpc.costs.hessians`)."""
+    path, terminal = constraint_functions(ocp)
+    for f in (path, terminal):
+        if f is not None:
+            ins = [ca.SX.sym(f.name_in(i), f.size1_in(i)) for i in range(f.n_in())]
+            jac = ca.vertcat(*[ca.vec(J) for J in f(*ins)[1:]])
+            if any(ca.depends_on(jac, v) for v in ins[:-1] if v.numel()):
+                return True
+    return False
 
 
 def cost_expansions(ocp: MultipleShootingOCP) -> tuple[ca.Function | None, ca.Function | None]:

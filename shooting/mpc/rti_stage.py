@@ -53,6 +53,7 @@ from shooting.mpc.rti_data import (
     convexify_stages,
     cost_expansions,
     cost_values,
+    curved_constraints,
     qp_data_function,
 )
 from shooting.mpc.sqp import SQPStep, qp_tolerances
@@ -73,8 +74,8 @@ from shooting.qp import (
 )
 from shooting.qp.host import CompiledStageQP
 
-__all__ = ["StageQPBuilder", "constraint_functions", "cost_expansions", "cost_values", "hard_multiplier",
-           "nonfinite_where"]
+__all__ = ["StageQPBuilder", "constraint_functions", "cost_expansions", "cost_values", "curved_constraints",
+           "hard_multiplier", "nonfinite_where"]
 
 FloatArray = npt.NDArray[np.float64]
 
