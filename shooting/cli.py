@@ -341,6 +341,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     print(f"{model.name}: {s['cases']} cases ({s['cases_resumed']} resumed) on {s['run_on']['where']}, "
           f"{s['succeeded']} succeeded ({100 * s['success_rate']:.1f} %), median cost {cost:.4g}, median final "
           f"error {error:.3g} (tolerance {s['tolerance']:.3g}), {s['wall_time']:.1f} s")
+    failures = s["solver_failures"]
+    if failures["cases"]:  # (samples stopped by the budget or failed on the way: said, even where cases arrived)
+        print(f"{failures['cases']} of {s['cases']} cases had samples that did not end ok "
+              f"({s['failed_steps_total']} samples in all; cases by their most frequent reason: "
+              + ", ".join(f"{reason} {count}" for reason, count in failures["reasons"].items()) + ")")
     print(f"{args.out}/" + ", ".join(p.name for p in result.files))
     return 0
 

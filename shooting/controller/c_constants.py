@@ -1,6 +1,6 @@
 """The constants of the controller's C that come from the Python twins, as its template takes them (C literals): the
-SQP's (`shooting.mpc.sqp`), the convexification's (`shooting.mpc.costs`, `shooting.mpc.reduced_convexity`) and the
-elastic QP's flags."""
+SQP's (`shooting.mpc.sqp`; `inexact_text`: the header's words on its inexact QPs), the convexification's
+(`shooting.mpc.costs`, `shooting.mpc.reduced_convexity`) and the elastic QP's flags."""
 
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ from shooting.mpc.sqp import (
     PROX_START,
     PROX_STATES_STEP,
     PROX_UP,
+    QP_LOOSE,
     QP_LOOSE_STEP,
     RESEED_STEP,
     SOC,
@@ -47,7 +48,7 @@ from shooting.qp import OCP_QP_TOLERANCES
 if TYPE_CHECKING:
     from shooting.controller.c_source import ControllerSpec
 
-__all__ = ["convexify_constants", "elastic_flags", "sqp_values"]
+__all__ = ["convexify_constants", "elastic_flags", "inexact_text", "sqp_values"]
 
 
 def convexify_constants(real: str) -> dict[str, str]:
@@ -95,3 +96,14 @@ def sqp_values(real: Real) -> dict[str, str | int]:
                 reseed_step=literal(RESEED_STEP, real), curvature_step=literal(CURVATURE_STEP, real),
                 prox_max=literal(PROX_MAX, real), soc=int(SOC), penalty_decrease=int(PENALTY_DECREASE),
                 polish=POLISH_ITERATIONS)
+
+
+def inexact_text() -> str:
+    """The header's words on the SQP's inexact QPs."""
+    return (f"In the first\n * iteration and while the last step exceeded {QP_LOOSE_STEP:g} (relative), the QP's "
+            f"interior point stops at\n * relative residuals loosened to {QP_LOOSE['tol_stat']:g} (stationarity), "
+            f"{QP_LOOSE['tol_eq']:g} (equalities),\n * {QP_LOOSE['tol_mu']:g} (complementarity), never below its "
+            f"own tolerances: an inexact Newton step where a step that\n * large gains nothing from the QP's last "
+            f"digits; later QPs are solved to their own tolerances, so the SQP\n * converges to the same point "
+            f"(should an inexact step not descend, the iterate is taken again, its QP and\n * every later one "
+            f"solved exactly).")

@@ -31,7 +31,7 @@ from shooting._version import VERSION
 from shooting.codegen.c_files import CExport
 from shooting.codegen.emitter import CEmitter, literal
 from shooting.codegen.templates import render, render_from
-from shooting.controller.c_constants import convexify_constants, elastic_flags, sqp_values
+from shooting.controller.c_constants import convexify_constants, elastic_flags, inexact_text, sqp_values
 from shooting.controller.ocp_qp import ocp_qp_source
 from shooting.integrate.integrator import build_integrator
 from shooting.model import Model
@@ -43,8 +43,6 @@ from shooting.mpc.rti_stage import constraint_functions, cost_expansions, cost_v
 from shooting.mpc.sqp import (
     COLD_START_ITERATIONS,
     MAX_SQP_ITERATIONS,
-    QP_LOOSE,
-    QP_LOOSE_STEP,
     SOC,
     SQP_TOLERANCES,
 )
@@ -541,7 +539,18 @@ def _header(spec: ControllerSpec, values: dict[str, Any], real: Real, emitter: C
                         f"x_max + s, s >= 0.")
     else:
         state_bounds = f"hard bounds on {', '.join(names)} at stages 1..N."
-    slack_cost = f"\n *           + {spec.slack_l1:g} sum(s) + {spec.slack_l2:g} sum(s^2)" if spec.soft and nb else ""
+    slack_cost = f"\n *           + {spec.slack_l1:g} sum(s) + {spec.slack_l2:g} sum(s^2)" \
+        if (spec.soft and nb) or (spec.soft_path and spec.ng) else ""
+    if spec.cost_model is not None or spec.cost_model_n is not None:
+        slack_cost += "\n *           + " + " + ".join(
+            term for term, f in (("sum_{k<N} l(x_k, u_k, p)", spec.cost_model), ("l_N(x_N, p)", spec.cost_model_n))
+            if f is not None) + " (the OCP's stage_cost, terminal_cost)"
+    if spec.ng:
+        state_bounds += (f"\n *             h(x_k, u_k, p) <= 0 at stages 0..N-1 ({spec.ng} row(s), the OCP's "
+                         f"path_constraints),\n *             " + ("soft: h <= s, s >= 0, the slacks priced as above."
+                                                                 if spec.soft_path else "hard."))
+    if spec.ngN:
+        state_bounds += f"\n *             c(x_N, p) = 0 ({spec.ngN} row(s), the OCP's terminal_constraints)."
     if spec.x_scale is not None or spec.u_scale is not None:
         dx, du = spec.scales
         state_bounds += ("\n * Scaled variables (shooting.mpc.scaling): the controller works in x / x_scale,"
@@ -584,16 +593,5 @@ def _header(spec: ControllerSpec, values: dict[str, Any], real: Real, emitter: C
         sqp_tol_defect=literal(SQP_TOLERANCES[real]["defect"], real),
         sqp_tol_stat=literal(SQP_TOLERANCES[real]["stationarity"], real),
         cold_iterations=spec.max_sqp_iterations, max_sqp_iter=MAX_SQP_ITERATIONS,
-        inexact_text=_inexact_text(),
+        inexact_text=inexact_text(),
     )
-
-
-def _inexact_text() -> str:
-    """The header's words on the SQP's inexact QPs."""
-    return (f"In the first\n * iteration and while the last step exceeded {QP_LOOSE_STEP:g} (relative), the QP's "
-            f"interior point stops at\n * relative residuals loosened to {QP_LOOSE['tol_stat']:g} (stationarity), "
-            f"{QP_LOOSE['tol_eq']:g} (equalities),\n * {QP_LOOSE['tol_mu']:g} (complementarity), never below its "
-            f"own tolerances: an inexact Newton step where a step that\n * large gains nothing from the QP's last "
-            f"digits; later QPs are solved to their own tolerances, so the SQP\n * converges to the same point "
-            f"(should an inexact step not descend, the iterate is taken again, its QP and\n * every later one "
-            f"solved exactly).")

@@ -23,16 +23,18 @@ from shooting._version import VERSION
 from shooting.loading import load_model
 from shooting.model import Model
 from shooting.mpc.controllers import Controller, MPCController, sample_horizon
-from shooting.mpc.ocp import OCPSolution
+from shooting.mpc.ocp import MultipleShootingOCP, OCPSolution
 from shooting.mpc.rti import RTIController
 from shooting.mpc.scenarios import Scenario, build_ocp, check_scenario
 from shooting.mpc.simulate import simulate_closed_loop
 from shooting.mpc.trajectory import Trajectory
 
-__all__ = ["RUN_FILES", "ScenarioRun", "run_scenario"]
+__all__ = ["PATH_PLOT", "RUN_FILES", "ScenarioRun", "run_scenario"]
 
 #: Files `run_scenario` writes; summary.json lists them (and names the run as ours).
 RUN_FILES = ("trajectory.json", "trajectory.csv", "summary.json", "states.png", "inputs.png", "solve_time.png")
+#: The plot of the path constraints, beside `RUN_FILES` when the scenario has them.
+PATH_PLOT = "path_constraints.png"
 
 
 @dataclass(frozen=True)
@@ -129,7 +131,7 @@ def run_scenario(
             reporter(message)
 
     out = Path(out_dir)
-    _files.check_destination(out, RUN_FILES, "summary.json", force=force)
+    _files.check_destination(out, (*RUN_FILES, PATH_PLOT), "summary.json", force=force)
     rti = _validate.flag(rti, "rti")
     seed = _validate.integer(seed, "seed", minimum=0)
     noise = None if noise_std is None else _validate.real(noise_std, "noise_std", minimum=0.0)
@@ -168,7 +170,8 @@ def run_scenario(
                  f"success {100 * stats['success_rate']:.0f} %")
     lines.append(f"final state [{', '.join(f'{v:.4g}' for v in traj.x[-1])}], "
                  f"error |x_K - x_ref| = {stats['final_error']:.3g}")
-    lines += _extra_lines(traj, ocp.R_delta, model)
+    lines += _extra_lines(traj, ocp.R_delta, model) + _violation_lines(stats, ocp)
+    files = (*RUN_FILES, PATH_PLOT) if traj.path_values is not None and traj.steps else RUN_FILES
     problems = [f"closed loop stopped early: {traj.stopped}"] if traj.stopped else []
     failed = tuple(int(k) for k in np.flatnonzero(~traj.success))
     if failed:
@@ -184,7 +187,7 @@ def run_scenario(
         "controller": kind, "scenario": scenario.to_dict(), "noise_std": noise, "seed": seed,
         "first_solve": {"status": first.status, "success": first.success, "cost": first.cost,
                         "iterations": first.iterations, "solve_time": first.solve_time},
-        "stats": stats, "failed_steps": list(failed), "files": list(RUN_FILES),
+        "stats": stats, "failed_steps": list(failed), "files": list(files),
         **{k: v for k, v in (metadata or {}).items() if k != "model"},
     }
 
@@ -195,9 +198,9 @@ def run_scenario(
         (tmp / "summary.json").write_text(_files.compact_json(json.loads(json.dumps(summary,
                                                                                     default=_json_default))))
 
-    _files.install_directory(out, write, RUN_FILES, "summary.json", force=force)
-    say(f"wrote {', '.join(RUN_FILES)} to {out}")
-    return ScenarioRun(not failed and not traj.stopped, out, [out / f for f in RUN_FILES], first, traj, summary,
+    _files.install_directory(out, write, files, "summary.json", force=force)
+    say(f"wrote {', '.join(files)} to {out}")
+    return ScenarioRun(not failed and not traj.stopped, out, [out / f for f in files], first, traj, summary,
                        tuple(lines), tuple(problems), failed)
 
 
@@ -212,6 +215,20 @@ def _extra_lines(traj: Trajectory, R_delta: np.ndarray, model: Model) -> list[st
         change = np.abs(np.diff(traj.u, axis=0)).max(axis=0) if traj.steps > 1 else np.zeros(model.nu)
         lines.append(f"rate penalty R_delta diag [{', '.join(f'{v:g}' for v in np.diag(R_delta))}]: largest input "
                      f"change |u_k - u_k-1| [{', '.join(f'{v:.3g}' for v in change)}]")
+    return lines
+
+
+def _violation_lines(stats: dict[str, Any], ocp: MultipleShootingOCP) -> list[str]:
+    """How far the closed loop went past the state bounds and the path constraints: a soft row prices its
+    violation instead of imposing it, so a broken limit is said, not left to summary.json."""
+    lines = []
+    for key, what, soft in (("max_state_violation", "state bounds", ocp.soft_x_bounds),
+                            ("max_path_violation", "path constraints h(x, u, p) <= 0", ocp.soft_path_constraints)):
+        if stats.get(key) is not None and (key == "max_path_violation" or stats[key] > 0):
+            value = float(stats[key])
+            lines.append(f"{what}: " + (f"the closed loop went past them by up to {value:.3g}" + (
+                " (soft: their violation is priced by slack_l1, slack_l2, not forbidden)" if soft else "")
+                if value > 0 else "held over the whole run"))
     return lines
 
 

@@ -185,11 +185,16 @@ class Trajectory:
             ``steps, solve_time_ms: {mean, median, max, p95, min}, success_rate,
             iterations: {mean, max}, final_state, final_error, max_state_violation,
             max_input_violation, max_input_change, stopped``, ``tracking_error``
-            (`tracking_error` as lists) when there is a reference, and, when
-            both weights are known, ``closed_loop_cost`` = sum over k < K of
+            (`tracking_error` as lists) when there is a reference,
+            ``max_path_violation`` (the largest h(x_k, u_k, p_k) above 0; None
+            where the path constraints are not known: none, or a controller
+            that does not say, as a loaded C controller) and
+            ``closed_loop_cost`` = sum over k < K of
             (x_k - x_ref_k)' Q (x_k - x_ref_k) + (u_k - u_ref_k)' R (u_k - u_ref_k)
-            (no 1/2, no dt, as the OCP cost). ``max_input_change``: the largest
-            |u_k - u_{k-1}| per input (zeros for fewer than two steps).
+            (no 1/2, no dt, as the OCP cost; None unless both weights are known:
+            give them to `stats` for a loaded controller). ``max_input_change``:
+            the largest |u_k - u_{k-1}| per input (zeros for fewer than two
+            steps). Every key is always present.
         """
         ms = self.solve_time * 1e3
         K = self.steps
@@ -211,8 +216,9 @@ class Trajectory:
             "max_input_change": _finite_or_none(np.abs(np.diff(self.u, axis=0)).max(axis=0) if K > 1
                                                 else np.zeros(self.u.shape[1])),
             "stopped": self.stopped,
-            **({} if self.path_values is None else
-               {"max_path_violation": float(np.maximum(self.path_values, 0.0).max(initial=0.0))}),
+            "max_path_violation": None if self.path_values is None else
+            float(np.maximum(self.path_values, 0.0).max(initial=0.0)),
+            "closed_loop_cost": None,
         }
         if self.x_ref is not None:
             out["tracking_error"] = {key: _finite_or_none(v) for key, v in self.tracking_error().items()}
@@ -340,7 +346,8 @@ class Trajectory:
         return write_atomic(Path(path), buf.getvalue().encode())
 
     def plot(self, directory: str | os.PathLike[str], *, log_time: bool | None = None) -> list[Path]:
-        """Write ``states.png``, ``inputs.png`` and ``solve_time.png`` into `directory`.
+        """Write ``states.png``, ``inputs.png``, ``solve_time.png`` and, with path constraints,
+        ``path_constraints.png`` into `directory`.
 
         States get one subplot each, with finite bounds dashed red and the
         reference dashed black beside the state (a time-varying one sample by

@@ -50,9 +50,9 @@ class SweepResult:
         final_error, max_violation, solve_time_median, solve_time_max`` (solve
         times in seconds), then ``x0_<state>`` and ``p_<parameter>``.
     rows : tuple of dict
-        One per case, ordered by case number: the first nine columns by name,
-        ``"x0"`` (nx,) and ``"p"`` (np,) as arrays (and ``"error"`` for a case
-        whose closed loop raised).
+        One per case, ordered by case number: every column of cases.csv by
+        name (``x0_<state>``, ``p_<parameter>`` too), ``"x0"`` (nx,) and ``"p"``
+        (np,) as arrays (and ``"error"`` for a case whose closed loop raised).
     summary : dict
         The content of summary.json.
     out_dir : pathlib.Path or None
@@ -233,7 +233,9 @@ def sweep(
         _install(out, ordered, rerun, columns, summary, model, spec)
         journal.remove()
         files = [out / name for name in FILES]
-    return SweepResult(columns, ordered, summary, out, files)
+    named = tuple({**row, **dict(zip(columns[len(COLUMNS):], (float(v) for v in np.concatenate([row["x0"], row["p"]])),
+                                     strict=True))} for row in ordered)  # (cases.csv's names too)
+    return SweepResult(columns, named, summary, out, files)
 
 
 def _resumed(journal: Journal | None, out: Path | None, resume: bool, drawn: Sequence[Case]) -> dict[int, dict]:
@@ -344,7 +346,8 @@ def _summary(rows: Sequence[dict[str, Any]], rerun: Sequence[dict[str, Any]], mo
 
 def _install(out: Path, rows: Sequence[dict[str, Any]], rerun: Sequence[dict[str, Any]], columns: Sequence[str],
              summary: dict[str, Any], model: Model, spec: SweepSpec) -> None:
-    png = plot_png(rows, rerun, model.state_names, spec.target, f"{model.name} sweep")
+    png = plot_png(rows, rerun, model.state_names, spec.target, f"{model.name} sweep", param_names=model.param_names,
+                   time_unit=model.time_unit)
 
     def write(stage: Path) -> None:
         (stage / "cases.csv").write_text(csv_text(rows, columns))

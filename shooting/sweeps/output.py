@@ -149,9 +149,10 @@ def quantiles(values: Sequence[float]) -> dict[str, float | None]:
 
 
 def plot_png(rows: Sequence[dict[str, Any]], worst: Sequence[dict[str, Any]], names: Sequence[str],
-             target: Target, title: str) -> bytes:
+             target: Target, title: str, *, param_names: Sequence[str] = (), time_unit: str = "s") -> bytes:
     """sweep.png: histograms of cost and of the final error the tolerance applies to (scaled by default), success
-    over the two widest-spread start states, that distance of the worst cases from their reference over time."""
+    over the two quantities the cases vary most (start states and parameters alike), that distance of the worst
+    cases from their reference over time."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -181,13 +182,13 @@ def plot_png(rows: Sequence[dict[str, Any]], worst: Sequence[dict[str, Any]], na
             ax.set_title(f"{stopped} case(s) diverged (not shown)", fontsize="small")
     ax_err.axvline(tolerance, color="tab:red", ls="--", lw=1.0, label=f"tolerance {tolerance:.3g}")
     ax_err.legend(fontsize="small")
-    _success_map(ax_map, rows, ok, names)
+    _success_map(ax_map, rows, ok, names, param_names)
     for row in worst:
         distance = np.max(np.abs(np.asarray(row["x"]) - np.asarray(row["x_ref"])) / scale, axis=1)
         ax_worst.plot(row["t"], np.maximum(distance, 1e-16), lw=1.2, label=f"case {row['case']}")
     ax_worst.axhline(tolerance, color="tab:red", ls="--", lw=1.0)
     ax_worst.set_yscale("log")
-    ax_worst.set_xlabel("t")
+    ax_worst.set_xlabel(f"t [{time_unit}]")
     ax_worst.set_ylabel(distance_label)
     ax_worst.set_title("worst cases", fontsize="small")
     if worst:
@@ -200,18 +201,23 @@ def plot_png(rows: Sequence[dict[str, Any]], worst: Sequence[dict[str, Any]], na
     return buf.getvalue()
 
 
-def _success_map(ax: Any, rows: Sequence[dict[str, Any]], ok: np.ndarray, names: Sequence[str]) -> None:
-    """Success (green) and failure (red) over the two start states that vary most (case number if none)."""
-    x0 = np.array([r["x0"] for r in rows], dtype=float).reshape(len(rows), len(names))
-    spread = x0.std(axis=0) if len(rows) else np.zeros(len(names))
+def _success_map(ax: Any, rows: Sequence[dict[str, Any]], ok: np.ndarray, names: Sequence[str],
+                 param_names: Sequence[str] = ()) -> None:
+    """Success (green) and failure (red) over the two quantities that vary most among the start states and the
+    parameters, each by its spread relative to its size (max(1, |mean|): radians and kilograms compared; case number
+    if nothing varies)."""
+    labels = [f"x0 {n}" for n in names] + [f"p {n}" for n in param_names]
+    values = np.array([np.concatenate([r["x0"], r.get("p", np.zeros(0))]) for r in rows],
+                      dtype=float).reshape(len(rows), -1)[:, :len(labels)]
+    spread = values.std(axis=0) / np.maximum(1.0, np.abs(values.mean(axis=0))) if len(rows) else np.zeros(len(labels))
     order = [int(i) for i in np.argsort(-spread, kind="stable") if spread[i] > 0][:2]
     index = np.array([r["case"] for r in rows], dtype=float)
-    xs = x0[:, order[0]] if order else index
-    ys = x0[:, order[1]] if len(order) > 1 else np.zeros(len(rows))
+    xs = values[:, order[0]] if order else index
+    ys = values[:, order[1]] if len(order) > 1 else np.zeros(len(rows))
     for mask, color, label in ((ok, "tab:green", "success"), (~ok, "tab:red", "failure")):
         if mask.any():
             ax.scatter(xs[mask], ys[mask], s=12, color=color, label=label)
-    ax.set_xlabel(f"x0 {names[order[0]]}" if order else "case")
-    ax.set_ylabel(f"x0 {names[order[1]]}" if len(order) > 1 else "")
+    ax.set_xlabel(labels[order[0]] if order else "case")
+    ax.set_ylabel(labels[order[1]] if len(order) > 1 else "")
     ax.legend(fontsize="small")
     ax.grid(alpha=0.3)
