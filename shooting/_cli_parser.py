@@ -112,8 +112,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
-    sub.add_parser("list", help="list the built-in models and tableaus",
-                   description="List the built-in models and tableaus.")
+    lst = sub.add_parser("list", help="list the built-in models and tableaus, or describe one model",
+                         description="List the built-in models and tableaus; with --model, describe that model "
+                                     "(a built-in name or a .py file): its states, inputs, parameters with their "
+                                     "units, bounds and nominal values, and its scenarios.")
+    lst.add_argument("--model", help="a built-in name, a .py file or 'package.module:function' to describe")
+    lst.add_argument("--model-arg", action="append", metavar="NAME=VALUE",
+                     help="a parameter of the model's factory, e.g. --model-arg n=5 (repeatable)")
 
     tab = sub.add_parser("tableau", help="print a tableau, its verified order and stability",
                          description="Print a Butcher tableau with its verified order and stability flags.")

@@ -30,7 +30,7 @@ import time  # noqa: E402
 import warnings  # noqa: E402
 from collections.abc import Callable, Iterator, Sequence  # noqa: E402
 from pathlib import Path  # noqa: E402
-from typing import TYPE_CHECKING, NoReturn  # noqa: E402
+from typing import TYPE_CHECKING, Any, NoReturn  # noqa: E402
 
 # Only light modules at import time: `main` takes over Ctrl-C first, then the
 # commands import CasADi, numpy and matplotlib (through the lazy package root
@@ -60,7 +60,11 @@ class _Progress:
             print(f"[{time.perf_counter() - self.t0:6.1f} s] {message}", file=sys.stderr, flush=True)
 
 
-def cmd_list() -> int:
+def cmd_list(args: argparse.Namespace) -> int:
+    if args.model is not None:
+        return _describe(shooting.load_model(args.model, **_model_args(args.model_arg)), args.model)
+    if args.model_arg:
+        raise UsageError("--model-arg has no effect without --model: add --model")
     print("Models (shooting.load_model / --model):")
     for name in shooting.model_names():
         m = shooting.load_model(name)
@@ -75,6 +79,27 @@ def cmd_list() -> int:
         kind = "explicit" if t.explicit else "implicit"
         emb = f", embedded order {t.embedded_order}" if t.b_hat is not None else ""
         print(f"  {name:<18} order {t.order}{emb}, {t.stages} stages, {kind}")
+    return 0
+
+
+def _describe(m: shooting.Model, spec: str) -> int:
+    """One model in words: what `list --model` prints."""
+    print(f"{m.name} ({spec}): {m.description or 'no description'}")
+    print(f"  dt = {m.dt:g} {m.time_unit}" if m.dt else f"  no nominal dt (time in {m.time_unit})")
+
+    def rows(title: str, names: Sequence[str], units: Sequence[str], *columns: tuple[str, Any]) -> None:
+        if not names:
+            return
+        print(f"  {title}:")
+        for i, name in enumerate(names):
+            unit = f" [{units[i]}]" if units and units[i] else ""
+            print(f"    {name + unit:<20} " + ", ".join(f"{label} {float(v[i]):g}" for label, v in columns))
+
+    rows(f"states (nx = {m.nx})", m.state_names, m.state_units, ("x0", m.x0), ("min", m.x_min), ("max", m.x_max))
+    rows(f"inputs (nu = {m.nu})", m.input_names, m.input_units, ("u0", m.u0), ("min", m.u_min), ("max", m.u_max))
+    rows(f"parameters (np = {m.np})", m.param_names, (), ("p0", m.p0))
+    rows(f"algebraic states (nz = {m.nz})", m.algebraic_names, (), ("z0", m.z0))
+    print(f"  scenarios (--scenario): {', '.join(shooting.scenario_names(m))}")
     return 0
 
 
@@ -459,11 +484,14 @@ def _leave(code: int) -> NoReturn:
 def _run(argv: Sequence[str] | None) -> int:
     """Parse and run one command: usage and input errors become one line and exit status 2."""
     commands: dict[str, Callable[[argparse.Namespace], int]] = {
-        "list": lambda _: cmd_list(), "tableau": cmd_tableau, "integrator": cmd_integrator, "mpc": cmd_mpc,
+        "list": cmd_list, "tableau": cmd_tableau, "integrator": cmd_integrator, "mpc": cmd_mpc,
         "controller": cmd_controller, "sweep": cmd_sweep,
     }
     try:
-        args = build_parser().parse_args(argv)
+        args, extra = build_parser().parse_known_args(argv)
+        if extra:  # (named beside the command's own help, not the top level's)
+            verb = f"shooting-codegen {args.command}" if getattr(args, "command", None) else "shooting-codegen"
+            raise UsageError(f"unrecognized arguments: {' '.join(extra)} (see '{verb} --help')")
         return commands[args.command](args)
     except UsageError as err:
         _stderr(f"shooting-codegen: error: {err}")

@@ -82,6 +82,10 @@ class Model:
         One line shown by ``shooting-codegen list``.
     time_unit : str, default "s"
         The unit of t and dt (``"s"``, ``"min"``, ``"h"``), for plots and messages.
+    state_units, input_units : sequence of str, optional
+        The unit of each state and input (``"m"``, ``"rad/s"``, ``"N"``; at
+        most 16 characters each), for plot labels, tables and messages
+        (default none).
     z : casadi.SX, shape (nz, 1), optional
         Algebraic state symbols; `xdot` may depend on them.
     alg : casadi.SX, shape (nz, 1)
