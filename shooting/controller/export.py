@@ -300,6 +300,17 @@ class _Runs(ExportRuns):
             self.lines.append(still)
             warnings.warn(still, UserWarning, stacklevel=4)
 
+    def sizes(self) -> dict[str, Any]:
+        """The header's and manifest's measured sizes: flash, RAM, the memory struct, the checks' most QP
+        iterations."""
+        sizes: dict[str, Any] = {}
+        if self.size is not None:
+            sizes.update(flash=self.size.flash, ram=self.size.ram, mem_bytes=self.measured["cortex_m4"]["mem_bytes"])
+        iterations = [v["qp_iterations_max"] for k, v in self.measured.items() if k.startswith("check_")]
+        if iterations:
+            sizes["qp_iterations_max"] = max(iterations)
+        return sizes
+
     def run(self, target: Target, check: bool) -> None:
         if check:
             self.say("closed loop on the host (ctypes)")
@@ -314,6 +325,23 @@ class _Runs(ExportRuns):
             self.say(f"closed loop on the emulated Cortex-M4 (qemu mps2-an386, -icount), {self.steps} samples")
             self.record(board_loop(self.export, self.spec, self.x0, self.steps, self.noise, budget=self.budget,
                                    reference=self.loop.reference), "check_cortex_m4")
+
+
+def _subject(ocp: object, x0: object, reference: object) -> tuple[MultipleShootingOCP, object,
+                                                                 ReferenceFunction | None]:
+    """The OCP, start and reference `export_controller` exports and checks: a `Scenario`'s own (its OCP, start and
+    reference where not given), else the OCP as given; ValueError for anything else."""
+    if isinstance(ocp, Scenario):
+        x0 = ocp.x0 if x0 is None else x0
+        reference = ocp.reference if reference is None else reference
+        ocp = build_ocp(ocp)
+    if not isinstance(ocp, MultipleShootingOCP):
+        raise ValueError(f"ocp must be a shooting.MultipleShootingOCP or a shooting.Scenario, got "
+                         f"{type(ocp).__name__}")
+    if reference is not None and not callable(reference):
+        raise ValueError(f"reference must be a function of time t returning (x_ref, u_ref), got "
+                         f"{type(reference).__name__}")
+    return ocp, x0, reference
 
 
 def export_controller(
@@ -441,17 +469,7 @@ def export_controller(
         if reporter is not None:
             reporter(message)
 
-    if isinstance(ocp, Scenario):
-        scenario = ocp
-        ocp = build_ocp(scenario)
-        x0 = scenario.x0 if x0 is None else x0
-        reference = scenario.reference if reference is None else reference
-    if not isinstance(ocp, MultipleShootingOCP):
-        raise ValueError(f"ocp must be a shooting.MultipleShootingOCP or a shooting.Scenario, got "
-                         f"{type(ocp).__name__}")
-    if reference is not None and not callable(reference):
-        raise ValueError(f"reference must be a function of time t returning (x_ref, u_ref), got "
-                         f"{type(reference).__name__}")
+    ocp, x0, reference = _subject(ocp, x0, reference)
     real = _validate.choice(real, REALS, "real")
     target = _validate.choice(target, TARGETS, "target")
     check = _validate.flag(check, "check")
@@ -492,12 +510,7 @@ def export_controller(
     except toolchain.ToolchainError as err:
         runs.problems.append(str(err).splitlines()[0])
     errors = {"u": max((r.worst["u"] for r in runs.checks), default=0.0)} if runs.checks else {}
-    sizes: dict[str, Any] = {}
-    if runs.size is not None:
-        sizes.update(flash=runs.size.flash, ram=runs.size.ram, mem_bytes=runs.measured["cortex_m4"]["mem_bytes"])
-    iterations = [v["qp_iterations_max"] for k, v in runs.measured.items() if k.startswith("check_")]
-    if iterations:
-        sizes["qp_iterations_max"] = max(iterations)
+    sizes = runs.sizes()
     board_files = {} if firmware is None else firmware_files(spec, f"{name}_mpc", loop.x0, steps, firmware,
                                                              real=real, reference=reference)
     extra: dict[str, Any] = {} if firmware is None else {

@@ -24,7 +24,7 @@ import numpy as np
 from shooting import _files, _interrupt
 from shooting.sweeps.cases import COLUMNS, Target
 
-__all__ = ["FILES", "JOURNAL", "RECORD", "Journal", "csv_text", "plot_png", "quantiles"]
+__all__ = ["FILES", "JOURNAL", "RECORD", "Journal", "csv_text", "plot_png", "quantiles", "success_map"]
 
 #: The files of a sweep's output, and the one that lists them.
 FILES = ("cases.csv", "summary.json", "sweep.png")
@@ -182,7 +182,7 @@ def plot_png(rows: Sequence[dict[str, Any]], worst: Sequence[dict[str, Any]], na
             ax.set_title(f"{stopped} case(s) diverged (not shown)", fontsize="small")
     ax_err.axvline(tolerance, color="tab:red", ls="--", lw=1.0, label=f"tolerance {tolerance:.3g}")
     ax_err.legend(fontsize="small")
-    _success_map(ax_map, rows, ok, names, param_names)
+    success_map(ax_map, rows, ok, names, param_names)
     for row in worst:
         distance = np.max(np.abs(np.asarray(row["x"]) - np.asarray(row["x_ref"])) / scale, axis=1)
         ax_worst.plot(row["t"], np.maximum(distance, 1e-16), lw=1.2, label=f"case {row['case']}")
@@ -201,7 +201,7 @@ def plot_png(rows: Sequence[dict[str, Any]], worst: Sequence[dict[str, Any]], na
     return buf.getvalue()
 
 
-def _success_map(ax: Any, rows: Sequence[dict[str, Any]], ok: np.ndarray, names: Sequence[str],
+def success_map(ax: Any, rows: Sequence[dict[str, Any]], ok: np.ndarray, names: Sequence[str],
                  param_names: Sequence[str] = ()) -> None:
     """Success (green) and failure (red) over the two quantities that vary most among the start states and the
     parameters, each by its spread relative to its size (max(1, |mean|): radians and kilograms compared; case number

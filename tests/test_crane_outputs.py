@@ -1,0 +1,122 @@
+"""What a newcomer with a gantry crane met (issue 36 items 3-8), each against what the code should say: the Hessian
+rule for curved rows, the RTI's first sample, path constraints over a closed loop, the outputs that under-reported,
+the CLI's walls.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import casadi as ca
+import numpy as np
+import pytest
+from matplotlib.figure import Figure
+
+import shooting
+from shooting.mpc.costs import hessians
+from shooting.mpc.rti_data import curved_constraints
+from shooting.sweeps.output import success_map
+
+sys.path.insert(0, str(Path(__file__).parent))
+import gantry_crane  # noqa: E402
+
+CRANE = str(Path(gantry_crane.__file__))
+
+
+@pytest.fixture(scope="module")
+def crane() -> tuple[shooting.Model, shooting.Scenario]:
+    model = gantry_crane.make_model()
+    return model, gantry_crane.scenario(model)
+
+
+def test_curved_rows_choose_the_exact_sqp_in_float(crane) -> None:
+    model, scenario = crane
+    assert curved_constraints(shooting.build_ocp(scenario, model))  # (l sin theta)^2: curved
+    linear = scenario.with_changes(path_constraints=lambda x, u, p: ca.vertcat(x[0] - 2.0, p[0] * u[0] - 3.0))
+    assert not curved_constraints(shooting.build_ocp(linear, model))  # (p enters, x and u linearly)
+    assert not curved_constraints(shooting.build_ocp(scenario.with_changes(path_constraints=None), model))
+    assert hessians("auto", None, None, "float", curved_rows=True) == ("gauss-newton", "exact")
+    assert hessians("auto", None, None, "float") == ("gauss-newton", "gauss-newton")
+    assert hessians("auto", None, None, "double") == ("gauss-newton", "exact")
+    assert hessians("gauss-newton", None, None, "float", curved_rows=True) == ("gauss-newton", "gauss-newton")
+
+
+def test_the_rti_first_sample_is_a_converged_sqp(crane) -> None:
+    # Issue 36 item 4: the RTI's first sample is the cold start's SQP, converged where IPOPT converges.
+    model, scenario = crane
+    ocp = shooting.build_ocp(scenario, model)
+    assert ocp.solve(scenario.x0).success
+    traj = shooting.simulate_closed_loop(shooting.RTIController(ocp), scenario.x0, 5, reference=scenario.reference,
+                                         progress=False)
+    assert traj.status[0] == "converged" and traj.success.all()
+
+
+def test_path_values_of_a_closed_loop(crane) -> None:
+    # acfd672: numpy's raw "shape mismatch" for any other length than the horizon.
+    model, scenario = crane
+    ocp = shooting.build_ocp(scenario, model)
+    traj = shooting.simulate_closed_loop(shooting.MPCController(ocp), scenario.x0, 45, reference=scenario.reference,
+                                         progress=False)
+    values = ocp.path_values(traj.x, traj.u)
+    assert values.shape == (45, 1)
+    expected = (model.p0[2] * np.sin(traj.x[:45, 1])) ** 2 - gantry_crane.SWAY**2  # written out
+    np.testing.assert_allclose(values[:, 0], expected, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(traj.path_values, values, rtol=1e-12, atol=1e-15)
+    stats = traj.stats()
+    assert stats["max_path_violation"] == pytest.approx(max(0.0, float(expected.max())), abs=1e-15) > 1e-3
+    with pytest.raises(ValueError, match="x"):
+        ocp.path_values(traj.x[:10], traj.u)
+
+
+def test_a_loaded_controllers_stats_have_every_key(crane, tmp_path: Path) -> None:
+    # acfd672: KeyError on max_path_violation and closed_loop_cost for a loaded controller.
+    from shooting.codegen import export_controller, load_controller
+
+    model, scenario = crane
+    ocp = shooting.build_ocp(scenario, model)
+    assert export_controller(ocp, tmp_path / "c").ok
+    traj = shooting.simulate_closed_loop(load_controller(tmp_path / "c", model=model), scenario.x0, 5,
+                                         reference=scenario.reference, progress=False)
+    stats = traj.stats()
+    assert stats["max_path_violation"] is None and stats["closed_loop_cost"] is None
+    assert traj.stats(ocp.Q, ocp.R)["closed_loop_cost"] > 0
+
+
+def test_thesuccess_map_shows_the_parameter_that_varied() -> None:
+    # acfd672 plotted success over two start states: a sweep over the load's mass drew an empty axis.
+    rng = np.random.default_rng(1)
+    rows = [{"case": k, "x0": np.zeros(4), "p": np.array([10.0, 5.0 + rng.uniform(-2, 2), 1.0])} for k in range(20)]
+    ax = Figure().subplots()
+    success_map(ax, rows, np.array([k % 3 != 0 for k in range(20)]), ["p", "theta", "v", "omega"], ["M", "m", "l"])
+    assert ax.get_xlabel() == "p m" and ax.get_ylabel() == ""
+    rows[0]["x0"] = np.array([0.3, 0, 0, 0])  # a start state that varies too: both, each on its own scale
+    ax = Figure().subplots()
+    success_map(ax, rows, np.ones(20, bool), ["p", "theta", "v", "omega"], ["M", "m", "l"])
+    assert {ax.get_xlabel(), ax.get_ylabel()} == {"p m", "x0 p"}
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "shooting", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=600)
+
+
+def test_mpc_says_a_broken_soft_limit(tmp_path: Path) -> None:
+    run = _cli("mpc", "--model", CRANE, "--sim-steps", "40", "-q", "--out", "run", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert "path constraints h(x, u, p) <= 0: the closed loop went past them by up to" in run.stdout
+    assert (tmp_path / "run" / "path_constraints.png").stat().st_size > 1000
+    assert "path_constraints.png" in run.stdout
+
+
+def test_cli_walls(tmp_path: Path) -> None:
+    described = _cli("list", "--model", CRANE, cwd=tmp_path)
+    assert described.returncode == 0 and "theta [rad]" in described.stdout and "F [N]" in described.stdout
+    assert "scenarios (--scenario): default" in described.stdout and "l " in described.stdout
+    unknown = _cli("controller", "--model", CRANE, "--out", "c", "--bogus", cwd=tmp_path)
+    assert unknown.returncode == 2 and "see 'shooting-codegen controller --help'" in unknown.stderr
+    slack = _cli("controller", "--model", CRANE, "--slack-l1", "1e4", "-q", "--out", "c", cwd=tmp_path)
+    assert slack.returncode == 0, slack.stderr  # (acfd672: refused, "no state bounds", with soft path rows)
+    header = (tmp_path / "c" / "gantry_crane_mpc.h").read_text()
+    assert "h(x_k, u_k, p) <= 0 at stages 0..N-1 (1 row(s)" in header and "10000 sum(s)" in header
