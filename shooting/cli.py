@@ -185,6 +185,25 @@ def _refuse_ineffective(rules: Sequence[tuple[str, bool, str, str]]) -> None:
             raise UsageError(f"{option} has no effect {why}: {fix} or {drop}")
 
 
+def _scenario_states(model: shooting.Model) -> list[list[float]]:
+    """Where the plant of the model's default scenario will be: its start, and its state references (a time-varying
+    one at five times over the closed loop, else the OCP's), which the integrator's check vectors are drawn
+    around."""
+    import numpy as np
+
+    scenario = shooting.default_scenario(model)
+    states = [np.asarray(scenario.x0, dtype=float)]
+    if scenario.reference is not None:
+        span = scenario.sim_steps * scenario.problem.dt
+        data = [shooting.sample_horizon(model, t, scenario.problem.dt, 0, reference=scenario.reference)
+                for t in np.linspace(0.0, span, 5)]
+        states += [d.x_ref[0] for d in data if d.x_ref is not None]
+    elif scenario.problem.cost.x_ref is not None:
+        states.append(np.asarray(scenario.problem.cost.x_ref, dtype=float).reshape(-1, model.nx)[-1])
+    unique = {tuple(float(v) for v in s) for s in states}
+    return [list(s) for s in sorted(unique)]
+
+
 def cmd_integrator(args: argparse.Namespace) -> int:
     from shooting.codegen import check_export, export_integrator
 
@@ -216,6 +235,7 @@ def cmd_integrator(args: argparse.Namespace) -> int:
                                   name=args.name)
     report = export_integrator(F, args.out, real=args.real, target=args.target, check=args.check,
                                force=args.force, dt=dt, metadata={"model_spec": args.model}, progress=progress,
+                               check_states=_scenario_states(model),
                                **({} if args.vectors is None else {"vectors": args.vectors}))
     if not _print_report(report, args.out):
         return 1

@@ -120,3 +120,25 @@ def test_cli_walls(tmp_path: Path) -> None:
     assert slack.returncode == 0, slack.stderr  # (acfd672: refused, "no state bounds", with soft path rows)
     header = (tmp_path / "c" / "gantry_crane_mpc.h").read_text()
     assert "h(x_k, u_k, p) <= 0 at stages 0..N-1 (1 row(s)" in header and "10000 sum(s)" in header
+
+
+def test_the_integrator_check_covers_the_scenarios_states(tmp_path: Path) -> None:
+    # Issue 36 item 1, the integrator's part: its vectors are drawn around where the plant will be, the scenario's
+    # start and references in turn (acfd672: around the model's x0 alone, the crane's cart never at 1 m).
+    from shooting.codegen import export_integrator
+    from shooting.codegen.verify import make_vectors
+
+    model = gantry_crane.make_model()
+    F = shooting.build_integrator(model, "rk4", 1)
+    centers = np.array([[0.0, 0, 0, 0], [1.0, 0, 0, 0]])
+    vectors = make_vectors(F, model, n=40, centers=centers)
+    carts = np.array([v[0][0] for v in vectors])
+    assert abs(carts[1::2].mean() - 1.0) < 0.2 and abs(carts[0::2].mean()) < 0.2  # (0.3 spread, 20 draws each)
+    with pytest.raises(ValueError, match="check_states"):
+        export_integrator(F, tmp_path / "bad", check_states=[1.0, 0.0, 0.0])
+    run = _cli("integrator", "--model", CRANE, "--check", "-q", "--out", "int", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    import json
+
+    states = json.loads((tmp_path / "int" / "manifest.json").read_text())["check_states"]
+    assert [0.0, 0.0, 0.0, 0.0] in states and [1.0, 0.0, 0.0, 0.0] in states

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import casadi as ca
+import numpy as np
+import numpy.typing as npt
 
 from shooting import _files, _validate
 from shooting.codegen import qemu_mps2, toolchain
@@ -26,6 +28,8 @@ from shooting.codegen.verify import CheckReport, check_cortex_m4, check_host, ma
 from shooting.integrate.integrator import step_info
 from shooting.model import Model
 from shooting.options import REALS, TARGETS, Real, Target
+
+FloatArray = npt.NDArray[np.float64]
 
 __all__ = ["ExportReport", "ExportRuns", "check_export", "export_integrator", "install_export", "owned_export_files",
            "require_tools"]
@@ -272,6 +276,19 @@ class _Runs(ExportRuns):
             self.record(check_cortex_m4(self.export, self.F, self.vectors), "check_cortex_m4", required=True)
 
 
+def _check_states(check_states: object, model: Model | None) -> FloatArray | None:
+    """`export_integrator`'s ``check_states`` as rows of the model's states, validated (None: not given)."""
+    if check_states is None:
+        return None
+    if model is None:
+        raise ValueError("check_states needs the step's model: a build_integrator step, or give model=")
+    rows = _validate.array(check_states, "check_states")
+    if rows.size == 0 or rows.size % model.nx:
+        raise ValueError(f"check_states must be states of model {model.name}, shape (m, {model.nx}); got "
+                         f"{rows.size} numbers")
+    return rows.reshape(-1, model.nx)
+
+
 def export_integrator(
     F: ca.Function,
     out_dir: str | os.PathLike[str],
@@ -286,6 +303,7 @@ def export_integrator(
     dt: float | None = None,
     metadata: Mapping[str, object] | None = None,
     progress: bool | Progress | None = None,
+    check_states: object = None,
 ) -> ExportReport:
     """Export a step Function as C into `out_dir`, optionally checked on the host and an emulated Cortex-M4.
 
@@ -326,6 +344,11 @@ def export_integrator(
     progress : bool or callable ``(str) -> None``, optional
         One line before each stage: None or False silent (the default), True
         on stderr, a callable is called with each line.
+    check_states : array_like, shape (m, nx), optional
+        The states the check's vectors are drawn around, in turn (default the
+        model's ``x0``): where the plant will be (a scenario's start and its
+        references; the CLI passes its model's default scenario's). Recorded
+        in the manifest.
 
     Returns
     -------
@@ -363,10 +386,13 @@ def export_integrator(
     out = Path(out_dir)
     check_export(out, name, real=real, target=target, check=check, force=force)
 
+    centers = _check_states(check_states, model)
     say(f"generating C ({real}, {F.n_instructions()} CasADi instructions)")
     meta = {**_step_metadata(F), "dt": dt, **dict(metadata or {})}
+    if centers is not None:
+        meta["check_states"] = centers.tolist()
     export = generate_c(F, name, real=real, metadata=meta)
-    test_vectors = make_vectors(F, model, n=n_vectors, dt=dt)
+    test_vectors = make_vectors(F, model, n=n_vectors, dt=dt, centers=centers)
 
     runs = _Runs(export, F, test_vectors, say)
     try:

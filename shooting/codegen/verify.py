@@ -106,7 +106,7 @@ class CheckReport:
 
 
 def make_vectors(F: ca.Function, model: Model | None = None, *, n: int = 8, dt: float | None = None,
-                 seed: int = 0) -> list[list[np.ndarray]]:
+                 seed: int = 0, centers: np.ndarray | None = None) -> list[list[np.ndarray]]:
     """Inputs for the check: one list of dense input arrays per vector.
 
     Parameters
@@ -119,6 +119,10 @@ def make_vectors(F: ca.Function, model: Model | None = None, *, n: int = 8, dt: 
         {0, 0.7, 2.3, ...} and ``dt`` (default ``model.dt``); an adjoint step's ``lam`` standard normal.
     n : int
     seed : int
+    centers : ndarray, shape (m, nx), optional
+        The states the vectors are drawn around, in turn (default ``model.x0``
+        alone): the start and the references of the closed loop the step is
+        exported for, so that the check covers where the plant will be.
 
     Returns
     -------
@@ -133,7 +137,8 @@ def make_vectors(F: ca.Function, model: Model | None = None, *, n: int = 8, dt: 
                                                                                                           "z0"}:
             lo = np.where(np.isfinite(model.u_min), model.u_min, model.u0 - 1.0)
             hi = np.where(np.isfinite(model.u_max), model.u_max, model.u0 + 1.0)
-            vec = [model.x0 + 0.3 * rng.normal(size=model.nx), rng.uniform(lo, hi), model.p0.copy(),
+            center = model.x0 if centers is None else np.asarray(centers, dtype=float)[k % len(centers)]
+            vec = [center + 0.3 * rng.normal(size=model.nx), rng.uniform(lo, hi), model.p0.copy(),
                    np.array([times[k % len(times)]]), np.array([dt or model.dt or 0.1])]
             if "lam" in names:  # (an adjoint step's: a random direction, of the scale of the state)
                 vec.append(rng.normal(size=model.nx))
