@@ -65,7 +65,8 @@ def test_path_values_of_a_closed_loop(crane) -> None:
     np.testing.assert_allclose(values[:, 0], expected, rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(traj.path_values, values, rtol=1e-12, atol=1e-15)
     stats = traj.stats()
-    assert stats["max_path_violation"] == pytest.approx(max(0.0, float(expected.max())), abs=1e-15) > 1e-3
+    assert stats["max_path_violation"] == pytest.approx(max(0.0, float(expected.max())), abs=1e-15)
+    assert stats["max_path_violation"] > 1e-3  # (the sway limit broken: a case that tests something)
     with pytest.raises(ValueError, match="x"):
         ocp.path_values(traj.x[:10], traj.u)
 
