@@ -143,3 +143,13 @@ def test_the_integrator_check_covers_the_scenarios_states(tmp_path: Path) -> Non
 
     states = json.loads((tmp_path / "int" / "manifest.json").read_text())["check_states"]
     assert [0.0, 0.0, 0.0, 0.0] in states and [1.0, 0.0, 0.0, 0.0] in states
+
+
+def test_sweep_rows_carry_the_csv_names() -> None:
+    # acfd672: SweepResult.rows held x0 and p arrays where cases.csv has x0_theta, p_m.
+    model = shooting.load_model("pendulum")
+    scenario = shooting.default_scenario(model).with_changes(sim_steps=3, horizon=10)
+    result = shooting.sweep(scenario, model=model, cases=2, x0_spread=0.05, progress=False)
+    for row in result.rows:
+        assert row["x0_theta"] == row["x0"][0] and row["x0_omega"] == row["x0"][1]
+    np.testing.assert_array_equal(result.column("x0_theta"), [r["x0_theta"] for r in result.rows])

@@ -36,7 +36,9 @@ _HINTS = {
     "SQP iteration limit": "its cold start did not converge within the SQP budget (raise max_sqp_iterations, or "
                            "start from a better guess)",
     "QP iteration limit": "a QP stopped at its iteration limit (raise max_qp_iterations)",
-    "budget": "the budget stopped the sample (raise max_qp_iterations / max_sqp_iterations)",
+    "budget": "the export's budget stopped the sample, as it would on the board (the check runs at that budget: "
+              "raise it with export_controller's max_qp_iterations / max_sqp_iterations, the CLI's "
+              "--max-qp-iterations / --max-sqp-iterations)",
     "line search failed": "the SQP's line search found no descent (often a stall next to a solution: compare with "
                           "IPOPT, or export in double)",
     "QP infeasible": "a QP with hard rows was infeasible (soften the state bounds: soft_x_bounds=True)",
