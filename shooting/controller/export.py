@@ -423,9 +423,9 @@ def export_controller(
     max_qp_iterations, max_sqp_iterations : int, optional
         The budget's defaults (``NAME_mpc_set_budget`` with 0 keeps them):
         iterations per QP (default 50) and SQP iterations per sample (default
-        100). The checks compare with Python at the default budget (a smaller
-        one stops samples where the reference does not) and report the worst
-        case this budget allows.
+        100). The checks run at this budget, as the board will (a sample it
+        stops ends "budget", which fails the check: the Python reference has
+        none), and report the worst case it allows.
     check_noise : float
         Process noise of the checks' closed loops: this standard deviation per
         state and sample, added after each plant step (the same draws, fixed
