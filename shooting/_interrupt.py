@@ -22,6 +22,11 @@ game of whack-a-mole, so the class is fixed here once:
   the recording handler for the block if nobody did, and raises the recorded
   interrupt when the block ends, whatever the extension did with it.
 * `check` raises a pending interrupt at a safe point (each closed-loop sample).
+* A KeyboardInterrupt raised where Python cannot propagate it (a weakref or GC callback, an ``atexit`` handler,
+  a finalizer: "unraisable", Python's ``sys.unraisablehook``) would print "Exception ignored in ..." with its
+  traceback and stop nothing. While `install` holds, the unraisable hook takes those silently (the request is
+  recorded; the watchdog raises it again where it can propagate) and passes every other unraisable exception to
+  the hook it replaced.
 
 A process that starts with SIGINT ignored (a shell script's ``cmd &``, or
 ``nohup``: what protects a background job from the terminal's Ctrl-C) keeps
@@ -59,6 +64,7 @@ class _State:
         self.deferred = False  # `defer` ran: SIGINT is recorded only, until `install`
         self.watchdog: threading.Thread | None = None
         self.ignored = False  # SIGINT was ignored when `defer` or `install` came: it stays ignored
+        self.unraisable: Any = None  # the sys.unraisablehook `install` replaced
 
 
 _state = _State()
@@ -113,7 +119,18 @@ def install() -> bool:
     _state.watchdog = threading.Thread(target=_watchdog, args=(threading.main_thread().ident, _state.stop),
                                        name="shooting-sigint", daemon=True)
     _state.watchdog.start()
+    _state.unraisable = sys.unraisablehook
+    sys.unraisablehook = _unraisable
     return True
+
+
+def _unraisable(info: Any) -> None:
+    """`install`'s ``sys.unraisablehook``: an interrupt that landed where it cannot propagate is recorded (the
+    watchdog delivers it again), anything else goes to the hook it replaced."""
+    if info.exc_type is not None and issubclass(info.exc_type, KeyboardInterrupt):
+        _state.requested = True
+        return
+    (_state.unraisable or sys.__unraisablehook__)(info)
 
 
 def uninstall() -> None:
@@ -131,6 +148,8 @@ def uninstall() -> None:
         time.sleep(0)
     _state.installed = False
     signal.signal(signal.SIGINT, _state.previous)
+    if sys.unraisablehook is _unraisable:
+        sys.unraisablehook = _state.unraisable or sys.__unraisablehook__
 
 
 def _record_only(signum: int, frame: FrameType | None) -> None:

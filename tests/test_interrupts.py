@@ -275,3 +275,36 @@ def test_a_run_started_with_sigint_ignored_keeps_it_ignored(tmp_path):
         out = tmp_path / f"at_{delay}" / "out"
         assert proc.returncode == 0 and err == "", (delay, proc.returncode, err)
         assert set(json.loads((out / _record(out)).read_text())["files"]) == {p.name for p in out.iterdir()}
+
+
+_UNRAISABLE = r"""
+import atexit, sys, time, weakref
+from shooting import _interrupt
+_interrupt.install()
+class Held:
+    pass
+def callback(ref):
+    raise KeyboardInterrupt  # (a SIGINT landing inside a weakref callback: Python cannot propagate it)
+held = Held()
+ref = weakref.ref(held, callback)
+if sys.argv[1] == "atexit":
+    atexit.register(callback, None)  # (at exit: the same, inside an atexit handler)
+    print("registered", flush=True)
+    sys.exit(0)
+del held
+try:
+    for _ in range(200):  # the watchdog delivers the recorded interrupt where it can propagate
+        time.sleep(0.01)
+    print("lost", flush=True)
+except KeyboardInterrupt:
+    print("delivered", flush=True)
+"""
+
+
+@pytest.mark.parametrize("where", ["weakref", "atexit"])
+def test_an_interrupt_inside_an_unraisable_callback_is_recorded_not_printed(where: str) -> None:
+    # Issue 40's class: a SIGINT inside a weakref, GC or atexit callback became "Exception ignored in ..." with a
+    # KeyboardInterrupt traceback on stderr, and the interrupt was lost. Raised there deterministically, here.
+    run = subprocess.run([sys.executable, "-c", _UNRAISABLE, where], capture_output=True, text=True, timeout=60)
+    assert "Exception ignored" not in run.stderr and "KeyboardInterrupt" not in run.stderr, run.stderr
+    assert run.stdout.strip() == ("registered" if where == "atexit" else "delivered"), run.stdout
