@@ -32,7 +32,7 @@ from shooting.models import check_numbers, parse_params
 from shooting.mpc.problem import OCPProblem, QuadraticCost
 from shooting.mpc.scenarios import Scenario
 
-__all__ = ["CartPoleParams", "make_model", "scenario"]
+__all__ = ["CartPoleParams", "make_model", "measurement", "scenario"]
 
 
 @dataclass(frozen=True)
@@ -98,6 +98,23 @@ def make_model(**params: float) -> Model:
         dt=0.05,
         description="acados' pendulum on a cart (theta = 0 upright); swing-up from hanging",
     )
+
+
+def measurement(x: ca.SX, u: ca.SX, p: ca.SX) -> ca.SX:
+    """Default sensors: the cart position ``p`` [m] and the pole angle ``theta`` [rad] (two encoders); the
+    velocities are estimated.
+
+    Parameters
+    ----------
+    x : casadi.SX, shape (4, 1)
+    u : casadi.SX, shape (1, 1)
+    p : casadi.SX, shape (0, 1)
+
+    Returns
+    -------
+    casadi.SX, shape (2, 1)
+    """
+    return ca.vertcat(x[0], x[1])
 
 
 def scenario(model: Model) -> Scenario:

@@ -36,7 +36,7 @@ from shooting.models import check_numbers, parse_params
 from shooting.mpc.problem import OCPProblem, QuadraticCost
 from shooting.mpc.scenarios import Scenario
 
-__all__ = ["DIPParams", "make_model", "scenario"]
+__all__ = ["DIPParams", "make_model", "measurement", "scenario"]
 
 
 @dataclass(frozen=True)
@@ -125,6 +125,23 @@ def make_model(**params: float) -> Model:
         dt=0.02,
         description="do-mpc's double inverted pendulum on a cart, accelerations as algebraic states (index-1 DAE)",
     )
+
+
+def measurement(x: ca.SX, u: ca.SX, p: ca.SX) -> ca.SX:
+    """Default sensors: the cart position ``s`` [m] and the two rod angles ``theta1, theta2`` [rad] (encoders);
+    the velocities are estimated.
+
+    Parameters
+    ----------
+    x : casadi.SX, shape (6, 1)
+    u : casadi.SX, shape (1, 1)
+    p : casadi.SX, shape (0, 1)
+
+    Returns
+    -------
+    casadi.SX, shape (3, 1)
+    """
+    return x[0:3]
 
 
 def scenario(model: Model) -> Scenario:

@@ -34,7 +34,7 @@ from shooting.models import check_numbers, parse_params
 from shooting.mpc.problem import OCPProblem, QuadraticCost
 from shooting.mpc.scenarios import Scenario
 
-__all__ = ["PendulumParams", "make_model", "scenario"]
+__all__ = ["PendulumParams", "make_model", "measurement", "scenario"]
 
 
 @dataclass(frozen=True)
@@ -98,6 +98,22 @@ def make_model(**params: float) -> Model:
         dt=0.05,
         description="torque-driven pendulum with joint friction (theta = 0 upright); swing-up from hanging",
     )
+
+
+def measurement(x: ca.SX, u: ca.SX, p: ca.SX) -> ca.SX:
+    """Default sensor: the joint angle ``theta`` [rad] (an encoder); omega is estimated.
+
+    Parameters
+    ----------
+    x : casadi.SX, shape (2, 1)
+    u : casadi.SX, shape (1, 1)
+    p : casadi.SX, shape (0, 1)
+
+    Returns
+    -------
+    casadi.SX, shape (1, 1)
+    """
+    return x[0]
 
 
 def scenario(model: Model) -> Scenario:

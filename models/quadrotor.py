@@ -67,7 +67,7 @@ from shooting.models import check_numbers, parse_params
 from shooting.mpc.problem import OCPProblem, QuadraticCost
 from shooting.mpc.scenarios import Scenario
 
-__all__ = ["QuadrotorParams", "make_model", "quaternion_product", "rotation_matrix", "scenario"]
+__all__ = ["QuadrotorParams", "make_model", "measurement", "quaternion_product", "rotation_matrix", "scenario"]
 
 # Inertia about the centre of mass in body axes [kg m^2]: principal moments of
 # a 0.5 kg quad with small products of inertia (battery slightly off-centre).
@@ -204,6 +204,23 @@ def make_model(**params: object) -> Model:
         dt=0.05,
         description="quadrotor, unit quaternion attitude, X layout, rotor thrusts; point-to-point to the origin",
     )
+
+
+def measurement(x: ca.SX, u: ca.SX, p: ca.SX) -> ca.SX:
+    """Default sensors: the position ``px, py, pz`` [m] and the attitude quaternion ``qw, qx, qy, qz`` (a
+    motion-capture system); the velocities and body rates are estimated.
+
+    Parameters
+    ----------
+    x : casadi.SX, shape (13, 1)
+    u : casadi.SX, shape (4, 1)
+    p : casadi.SX, shape (0, 1)
+
+    Returns
+    -------
+    casadi.SX, shape (7, 1)
+    """
+    return x[0:7]
 
 
 def scenario(model: Model) -> Scenario:

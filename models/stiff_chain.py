@@ -49,7 +49,7 @@ from shooting.models import check_numbers, parse_params
 from shooting.mpc.problem import OCPProblem, QuadraticCost, SolverSettings
 from shooting.mpc.scenarios import Scenario
 
-__all__ = ["StiffChainParams", "make_model", "scenario"]
+__all__ = ["StiffChainParams", "make_model", "measurement", "scenario"]
 
 
 @dataclass(frozen=True)
@@ -139,6 +139,22 @@ def make_model(**params: object) -> Model:
         dt=0.05,
         description="stiff mass-spring-damper chain (eigenvalues -1009 .. -0.95 1/s); regulation to rest",
     )
+
+
+def measurement(x: ca.SX, u: ca.SX, p: ca.SX) -> ca.SX:
+    """Default sensors: the positions ``s1..sn`` [m] of the masses; the velocities are estimated.
+
+    Parameters
+    ----------
+    x : casadi.SX, shape (2 n, 1)
+    u : casadi.SX, shape (1, 1)
+    p : casadi.SX, shape (0, 1)
+
+    Returns
+    -------
+    casadi.SX, shape (n, 1)
+    """
+    return x[: x.numel() // 2]
 
 
 def scenario(model: Model) -> Scenario:

@@ -48,7 +48,7 @@ from shooting.models import check_numbers, parse_params
 from shooting.mpc.problem import OCPProblem, QuadraticCost
 from shooting.mpc.scenarios import Scenario
 
-__all__ = ["TwoLinkArmParams", "energy", "make_model", "mass_matrix", "scenario"]
+__all__ = ["TwoLinkArmParams", "energy", "make_model", "mass_matrix", "measurement", "scenario"]
 
 
 @dataclass(frozen=True)
@@ -210,6 +210,22 @@ def mass_matrix(q: np.ndarray, **params: float) -> np.ndarray:
     """
     q = np.asarray(q, dtype=float).reshape(2)
     return _numeric("mass_matrix", np.concatenate([q, np.zeros(2)]), params)
+
+
+def measurement(x: ca.SX, u: ca.SX, p: ca.SX) -> ca.SX:
+    """Default sensors: the joint angles ``q1, q2`` [rad] (two encoders); the joint rates are estimated.
+
+    Parameters
+    ----------
+    x : casadi.SX, shape (4, 1)
+    u : casadi.SX, shape (2, 1)
+    p : casadi.SX, shape (0, 1)
+
+    Returns
+    -------
+    casadi.SX, shape (2, 1)
+    """
+    return ca.vertcat(x[0], x[1])
 
 
 def scenario(model: Model) -> Scenario:

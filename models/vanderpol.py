@@ -28,7 +28,7 @@ from shooting.models import check_numbers, parse_params
 from shooting.mpc.problem import OCPProblem, QuadraticCost
 from shooting.mpc.scenarios import Scenario
 
-__all__ = ["VanDerPolParams", "make_model", "scenario"]
+__all__ = ["VanDerPolParams", "make_model", "measurement", "scenario"]
 
 
 @dataclass(frozen=True)
@@ -79,6 +79,23 @@ def make_model(**params: float) -> Model:
         dt=0.1,
         description="forced Van der Pol oscillator, damping mu as parameter; regulation to the origin",
     )
+
+
+def measurement(x: ca.SX, u: ca.SX, p: ca.SX) -> ca.SX:
+    """Default sensor: the position ``x1``; ``x2`` is estimated.
+
+    Parameters
+    ----------
+    x : casadi.SX, shape (2, 1)
+    u : casadi.SX, shape (1, 1)
+    p : casadi.SX, shape (1, 1)
+        ``[mu]``.
+
+    Returns
+    -------
+    casadi.SX, shape (1, 1)
+    """
+    return x[0]
 
 
 def scenario(model: Model) -> Scenario:

@@ -12,6 +12,7 @@ The flat public API over subpackages that import in one direction,
 - `shooting.mpc`: multiple-shooting OCPs, real-time iterations, closed loops;
 - `shooting.controller`: the MPC controller as verified C (`export_controller`,
   `load_controller`, also reachable as `shooting.codegen.export_controller`);
+- `shooting.estimate`: state estimation from the model's step, `EKF` and `MHE`;
 - `shooting.sweeps`: `sweep`, many closed loops over drawn cases on Dask.
 
 Names load on first use (PEP 562): ``import shooting`` is cheap, and the CLI
@@ -26,10 +27,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from shooting import codegen as codegen
     from shooting import controller as controller
+    from shooting import estimate as estimate
     from shooting import integrate as integrate
     from shooting import mpc as mpc
     from shooting import tableaus as tableaus
     from shooting._version import VERSION as __version__
+    from shooting.estimate import EKF, MHE, MissingMeasurementWarning, default_measurement
     from shooting.integrate import StabilityReport, StepInfo, build_integrator, check_stability, step_info
     from shooting.loading import load_model, model_names
     from shooting.model import Model
@@ -72,7 +75,7 @@ if TYPE_CHECKING:
     )
 
 # Where each public name lives: `__getattr__` imports it on first use.
-_SUBPACKAGES = ("codegen", "controller", "integrate", "mpc", "tableaus")
+_SUBPACKAGES = ("codegen", "controller", "estimate", "integrate", "mpc", "tableaus")
 _HOMES = {
     **{name: "shooting.integrate" for name in ("StabilityReport", "StepInfo", "build_integrator", "check_stability",
                                                "step_info")},
@@ -87,6 +90,7 @@ _HOMES = {
     **{name: "shooting.tableaus" for name in ("ButcherTableau", "gauss_legendre", "get_tableau", "load_tableau",
                                               "plot_stability_region", "radau_iia", "rk2", "rk3", "tableau_names")},
     **{name: "shooting.sweeps" for name in ("SweepResult", "sweep")},
+    **{name: "shooting.estimate" for name in ("EKF", "MHE", "MissingMeasurementWarning", "default_measurement")},
 }
 
 
@@ -112,8 +116,11 @@ __all__ = [
     "Constraints",
     "ControlStep",
     "Controller",
+    "EKF",
     "LeastSquares",
+    "MHE",
     "MPCController",
+    "MissingMeasurementWarning",
     "Model",
     "MultipleShootingOCP",
     "OCPProblem",
@@ -133,6 +140,7 @@ __all__ = [
     "build_integrator",
     "build_ocp",
     "check_stability",
+    "default_measurement",
     "default_scenario",
     "gauss_legendre",
     "least_squares",

@@ -20,36 +20,10 @@ import numpy.typing as npt
 
 from ._text import one_line, stderr_lines, vector_text
 
-__all__ = [
-    "C_RESERVED",
-    "MAX_NAME_LENGTH",
-    "MAX_PREFIX_LENGTH",
-    "MAX_TOOL_TIMEOUT",
-    "MAX_WEIGHT",
-    "ProgressReporter",
-    "ReferenceBeyondBoundsWarning",
-    "Schema",
-    "array",
-    "bounds",
-    "choice",
-    "flag",
-    "identifier",
-    "integer",
-    "names",
-    "one_line",
-    "positive_real",
-    "progress",
-    "real",
-    "record",
-    "references_beyond_bounds",
-    "sanitized_identifier",
-    "stage_rows",
-    "stderr_lines",
-    "tool_timeout",
-    "vector",
-    "vector_text",
-    "weight",
-]
+__all__ = ["C_RESERVED", "MAX_NAME_LENGTH", "MAX_PREFIX_LENGTH", "MAX_TOOL_TIMEOUT", "MAX_WEIGHT", "ProgressReporter",
+           "ReferenceBeyondBoundsWarning", "Schema", "array", "bounds", "choice", "covariance", "flag", "identifier",
+           "integer", "names", "one_line", "positive_real", "progress", "real", "record", "references_beyond_bounds",
+           "sanitized_identifier", "stage_rows", "stderr_lines", "tool_timeout", "vector", "vector_text", "weight"]
 
 FloatArray = npt.NDArray[np.float64]
 _S = TypeVar("_S", bound=str)
@@ -349,6 +323,36 @@ def weight(value: object, n: int | None, what: str, *, default: float | None = N
         raise ValueError(f"{what} must be positive semi-definite (it has a negative eigenvalue)")
     return (W + W.T) / 2
 
+
+def covariance(value: object, n: int, what: str, *, definite: bool = True, meaning: str = "") -> FloatArray:
+    """A covariance: an (n, n) finite symmetric matrix (a vector: its diagonal; a number when n == 1), positive
+    definite (a Cholesky factor exists), or with ``definite=False`` semi-definite (eigenvalues >= -1e-12 of the
+    largest entry); `meaning` says what it is in messages. Returns ``(value + value.T) / 2``, shape (n, n)."""
+    about = f" ({meaning})" if meaning else ""
+    need = f"a finite ({n}, {n}) matrix or {n} diagonal entries{about}"
+    try:
+        C = np.array(value, dtype=float) if not isinstance(value, (str, bytes, type(None))) else np.array([])
+    except (TypeError, ValueError):
+        C = np.array([])
+    given, C = C.shape, np.diag(C.reshape(-1)) if C.ndim <= 1 and C.size == n else C
+    if C.shape != (n, n):
+        raise ValueError(f"{what} must be {need}, got {_show(value) if given == (0,) else f'shape {given}'}")
+    if not np.isfinite(C).all():
+        raise ValueError(f"{what} contains NaN or inf: give finite numbers{about}")
+    asym, scale = np.abs(C - C.T), float(np.abs(C).max(initial=0.0))
+    if asym.max(initial=0.0) > 1e-10 * max(scale, 1e-300):
+        i, j = np.unravel_index(int(np.argmax(asym)), asym.shape)
+        raise ValueError(f"{what} must be symmetric: {what}[{i}, {j}] = {C[i, j]:g} but {what}[{j}, {i}] = "
+                         f"{C[j, i]:g}; give ({what} + {what}.T) / 2")
+    C = (C + C.T) / 2
+    low = float(np.linalg.eigvalsh(C).min()) if n else 0.0
+    if definite and not (low > 0 and np.all(np.isfinite(np.linalg.cholesky(C)))):
+        raise ValueError(f"{what} must be positive definite{about}, but its smallest eigenvalue is {low:.3g}: "
+                         f"give every direction a variance > 0 (e.g. a diagonal of positive variances)")
+    if not definite and low < -1e-12 * scale:
+        raise ValueError(f"{what} must be positive semi-definite{about}, but it has the negative eigenvalue "
+                         f"{low:.3g}: give variances >= 0 (e.g. a diagonal)")
+    return C
 
 def array(value: object, what: str, *, allow_inf: bool = False) -> FloatArray:
     """A float array of any shape (a copy), without NaN, finite unless `allow_inf`."""

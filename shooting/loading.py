@@ -32,7 +32,8 @@ from typing import TypeVar
 
 from shooting.model import Model
 
-__all__ = ["BUILTIN_MODELS", "builtin_name", "load_model", "model_names", "scenario_factory", "user_call"]
+__all__ = ["BUILTIN_MODELS", "builtin_name", "load_model", "measurement_factory", "model_names", "scenario_factory",
+           "user_call"]
 
 #: Names of the built-in models: one module each in `shooting.models`
 #: (installed from the folder ``models/``), defining ``make_model`` and
@@ -56,6 +57,10 @@ _counter = itertools.count()
 # keyed by the model): a model file's default closed-loop experiment.
 _SCENARIOS: weakref.WeakKeyDictionary[Model, Callable[[Model], object]] = weakref.WeakKeyDictionary()
 
+# The `measurement(x, u, p)` function of the module each loaded model came
+# from (weakly keyed by the model): the model's default sensors.
+_MEASUREMENTS: weakref.WeakKeyDictionary[Model, Callable[..., object]] = weakref.WeakKeyDictionary()
+
 # The module each loaded model came from (its ``__name__``): built-ins are
 # ``shooting.models.<name>``.
 _ORIGINS: weakref.WeakKeyDictionary[Model, str] = weakref.WeakKeyDictionary()
@@ -77,6 +82,25 @@ def scenario_factory(model: Model) -> Callable[[Model], object] | None:
     callable or None
     """
     return _SCENARIOS.get(model)
+
+
+def measurement_factory(model: Model) -> Callable[..., object] | None:
+    """The ``measurement(x, u, p)`` function of the file or module `model` was loaded from, if it has one.
+
+    A model file names its default sensors by defining ``measurement(x, u, p)``
+    beside ``make_model`` (an SX column of the measured quantities, as
+    ``path_constraints`` are written). What the function raises reaches the
+    caller as a one-line ValueError naming the file (see `user_call`).
+
+    Parameters
+    ----------
+    model : Model
+
+    Returns
+    -------
+    callable or None
+    """
+    return _MEASUREMENTS.get(model)
 
 
 def model_names() -> list[str]:
@@ -311,6 +335,9 @@ def _remember_scenario(module: ModuleType, target: str, model: Model) -> None:
     factory = getattr(module, "scenario", None)
     if callable(factory):
         _SCENARIOS[model] = functools.partial(user_call, f"{target}:scenario", factory)
+    sensors = getattr(module, "measurement", None)
+    if callable(sensors):
+        _MEASUREMENTS[model] = functools.partial(user_call, f"{target}:measurement", sensors)
     _ORIGINS[model] = module.__name__
 
 

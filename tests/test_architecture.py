@@ -23,9 +23,10 @@ ALLOWED = {
     "integrate": {"foundation", "tableaus", "model"},
     "mpc": {"foundation", "tableaus", "model", "integrate", "qp"},
     "codegen": {"foundation", "model", "integrate", "mpc", "qp"},
-    "controller": {"foundation", "model", "integrate", "mpc", "qp", "codegen"},
-    "sweeps": {"foundation", "model", "mpc", "codegen", "controller"},
-    "cli": {"foundation", "tableaus", "model", "integrate", "mpc", "codegen", "controller", "sweeps"},
+    "estimate": {"foundation", "tableaus", "model", "integrate", "mpc"},
+    "controller": {"foundation", "model", "integrate", "mpc", "qp", "codegen", "estimate"},
+    "sweeps": {"foundation", "model", "mpc", "codegen", "controller", "estimate"},
+    "cli": {"foundation", "tableaus", "model", "integrate", "mpc", "codegen", "controller", "sweeps", "estimate"},
     "models": {"foundation", "model", "mpc"},
 }
 # The one import against the direction, by design: codegen's package forwards the contract's controller names
@@ -40,7 +41,7 @@ def _layer(module: str) -> str | None:
         return "model"
     if module in {"shooting.cli", "shooting._cli_parser"}:
         return "cli"
-    for name in ("tableaus", "integrate", "mpc", "codegen", "controller", "qp", "models", "sweeps"):
+    for name in ("tableaus", "integrate", "mpc", "codegen", "controller", "qp", "models", "sweeps", "estimate"):
         if module == f"shooting.{name}" or module.startswith(f"shooting.{name}."):
             return name
     return None  # the package root: not a layer
