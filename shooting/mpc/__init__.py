@@ -8,6 +8,7 @@ constraint and parameter vectors) shared by the OCP and the RTI.
 from shooting._validate import ReferenceBeyondBoundsWarning
 from shooting.mpc.controllers import Controller, ControlStep, MPCController, StageData, sample_horizon
 from shooting.mpc.costs import LeastSquares, least_squares
+from shooting.mpc.feedback import Estimator
 from shooting.mpc.layout import ShootingLayout
 from shooting.mpc.ocp import MultipleShootingOCP, OCPSolution
 from shooting.mpc.problem import Constraints, OCPProblem, QuadraticCost, SolverSettings
@@ -22,6 +23,7 @@ __all__ = [
     "Constraints",
     "ControlStep",
     "Controller",
+    "Estimator",
     "LeastSquares",
     "MPCController",
     "MultipleShootingOCP",

@@ -35,6 +35,7 @@ from shooting.mpc.controllers import (
     sample_horizon,
     stage_keywords,
 )
+from shooting.mpc.feedback import Estimator, Sensors
 from shooting.mpc.ocp import MultipleShootingOCP
 from shooting.mpc.rti import RTIController
 from shooting.mpc.trajectory import Trajectory
@@ -137,6 +138,8 @@ def simulate_closed_loop(
     seed: int = 0,
     progress: bool | Callable[[str], None] | Literal["always"] | None = True,
     dt: float | None = None,
+    estimator: Estimator | None = None,
+    measurement_noise: float | Sequence[float] | FloatArray | None = 0.0,
 ) -> Trajectory:
     """Run a controller against a simulated plant for `steps` sampling intervals.
 
@@ -145,6 +148,14 @@ def simulate_closed_loop(
     the plant is integrated with `plant_steps` substeps of `plant_method`.
     With `noise_std`, Gaussian process noise is added to the state after each
     plant step (seeded: the same seed gives the same run).
+
+    Output feedback: with an `estimator`, the controller gets its estimate,
+    not the state. At t_0 that is the estimator's prior (``estimator.x_hat``
+    after its ``reset()``); at t_k, k >= 1, the plant is measured through the
+    estimator's sensors, y_k = h(x_k, u_{k-1}, p) + v_k with v_k Gaussian of
+    standard deviations `measurement_noise` (seeded by `seed`, a stream of its
+    own), and the estimator is updated with ``(y_k, u_{k-1}, t_{k-1})``. The
+    trajectory records the estimates (`Trajectory.x_hat`).
 
     Parameters
     ----------
@@ -185,7 +196,7 @@ def simulate_closed_loop(
     noise_std : float or array_like, shape (nx,), optional
         Standard deviation of the additive process noise per state.
     seed : int, default 0
-        Seed of the noise generator.
+        Seed of the noise generators (process noise; measurement noise).
     progress : bool, callable ``(str) -> None`` or "always", default True
         One message per sample (``"37/100  solve 2.1 ms"``, with
         ``"  (solver failed)"`` after a failed solve): True draws them as a
@@ -193,6 +204,12 @@ def simulate_closed_loop(
         regardless, a callable is called with each, None or False is silent.
     dt : float, optional
         Sampling time [s] (default ``controller.dt``).
+    estimator : Estimator, optional
+        A state estimator (`shooting.EKF`, `shooting.MHE`, anything with ``model``, ``measurement_function``,
+        ``x_hat`` and ``update(y, u, t)``): output feedback (above). Its ``reset()`` is called first.
+    measurement_noise : float or array_like, shape (ny,), default 0.0
+        Standard deviations of the measurement noise, one per sensor of the estimator (needs an estimator
+        when nonzero).
 
     Returns
     -------
@@ -207,7 +224,8 @@ def simulate_closed_loop(
         A controller that is neither an OCP nor a `Controller`, mismatched
         plant dimensions, a bad `x0`, `steps`, `dt`, `p` or `noise_std`, a
         controller that returns an input of the wrong size, a `reference` or `parameters` the controller cannot take, or
-        one that returns the wrong shape (the message names the callable).
+        one that returns the wrong shape (the message names the callable), an estimator whose model does
+        not match the controller's, a bad `measurement_noise` or one without an estimator.
     """
     if p is not None and parameters is not None:
         raise ValueError("give the plant's parameters either as p (constant) or as parameters(t), not both")
@@ -229,6 +247,7 @@ def simulate_closed_loop(
     bar = _ProgressBar(K, always or sys.stderr.isatty())
     report = bar if always else _validate.progress(progress, default=bar)
     rng = np.random.default_rng(_validate.integer(seed, "seed", minimum=0))
+    sensors = _sensors(estimator, measurement_noise, model, int(seed))
     feed = _Feed(controller, model, dt, reference, parameters)
     reset = getattr(controller, "reset", None)
     if callable(reset):
@@ -236,13 +255,14 @@ def simulate_closed_loop(
     F = build_integrator(plant, plant_method, plant_steps, "none", name=f"{plant.name}_plant")
 
     z = plant.consistent_z(x, plant.u0, p_plant) if plant.nz else np.zeros(0)
-    record = _Record([x.copy()])
+    x_hat = None if sensors is None else sensors.reset()
+    record = _Record([x.copy()], None if x_hat is None else [x_hat])
     u_prev: FloatArray | None = None
     try:
         for k in range(K):
             _interrupt.check()  # a Ctrl-C that an extension swallowed during the last sample stops the loop here
             t = k * dt
-            step, data = feed.step(x.copy(), t, u_prev)
+            step, data = feed.step((x if x_hat is None else x_hat).copy(), t, u_prev)
             u = _checked_input(step, plant.nu, k)
             if not np.isfinite(u).all():
                 record.stopped = (f"controller returned a non-finite input {u} at step {k} (t = {t:g} "
@@ -262,7 +282,9 @@ def simulate_closed_loop(
             if not np.isfinite(x_next).all():
                 record.stopped = f"plant state became non-finite at step {k} (t = {(k + 1) * dt:g} s)"
                 break
-            record.add(step, u, x_next, data, p_k)
+            if sensors is not None and (x_hat := _estimate(sensors, x_next, u, p_k, t, k, record)) is None:
+                break
+            record.add(step, u, x_next, data, p_k, x_hat)
             x, u_prev = x_next, u
     finally:
         bar.close()
@@ -270,6 +292,26 @@ def simulate_closed_loop(
     if reference is not None:
         notes = record.references(notes, feed.final_reference(len(record.us) * dt))
     return record.trajectory(dt, model, plant, notes)
+
+
+def _sensors(estimator: Estimator | None, noise: Any, model: Model, seed: int) -> Sensors | None:
+    """The closed loop's sensors through `estimator` (None without one; then no measurement noise)."""
+    if estimator is None:
+        if noise is not None and not (isinstance(noise, (int, float, np.number)) and float(noise) == 0.0):
+            raise ValueError("measurement_noise is given but there is no estimator to measure through: pass "
+                             "estimator=shooting.EKF(...) (or MHE), or drop measurement_noise")
+        return None
+    return Sensors(estimator, model, 0.0 if noise is None else noise, seed)
+
+
+def _estimate(sensors: Sensors, x: FloatArray, u: FloatArray, p: FloatArray, t: float, k: int,
+              record: _Record) -> FloatArray | None:
+    """The estimator's update after step k; None (and the run stopped, saying why) when it fails."""
+    try:
+        return sensors.measure_and_update(x, u, p, t)
+    except ValueError as err:
+        record.stopped = f"the estimator failed after step {k} (t = {t:g}): {_validate.one_line(str(err))}"
+        return None
 
 
 def _check_plant(plant: object, model: object, parameters: ParameterFunction | None) -> None:
@@ -342,8 +384,9 @@ def _checked_input(step: ControlStep, nu: int, k: int) -> FloatArray:
 class _Record:
     """The closed loop's per-step lists, and the `Trajectory` they make."""
 
-    def __init__(self, xs: list[FloatArray]) -> None:
+    def __init__(self, xs: list[FloatArray], x_hats: list[FloatArray] | None = None) -> None:
         self.xs = xs
+        self.x_hats = x_hats
         self.us: list[FloatArray] = []
         self.x_refs: list[FloatArray] = []
         self.u_refs: list[FloatArray | None] = []
@@ -354,8 +397,11 @@ class _Record:
         self.ps: list[FloatArray] = []
         self.stopped = ""
 
-    def add(self, step: ControlStep, u: FloatArray, x_next: FloatArray, data: StageData, p: FloatArray) -> None:
+    def add(self, step: ControlStep, u: FloatArray, x_next: FloatArray, data: StageData, p: FloatArray,
+            x_hat: FloatArray | None = None) -> None:
         self.ps.append(np.asarray(p, dtype=float).reshape(-1))
+        if self.x_hats is not None and x_hat is not None:
+            self.x_hats.append(x_hat.copy())
         if data.x_ref is not None:
             self.x_refs.append(data.x_ref[0])
             self.u_refs.append(None if data.u_ref is None else data.u_ref[0])
@@ -400,6 +446,7 @@ class _Record:
             state_units=tuple(model.state_units),
             input_units=tuple(model.input_units),
             path_values=self.path_values(notes, model, n),
+            x_hat=None if self.x_hats is None else np.array(self.x_hats).reshape(n + 1, plant.nx),
         )
 
     def path_values(self, notes: _Annotations, model: Model, n: int) -> FloatArray | None:

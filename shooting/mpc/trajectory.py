@@ -78,6 +78,9 @@ class Trajectory:
         Why the run ended before its K steps ("" when it completed).
     time_unit : str, default "s"
         The model's unit of time, for the plots.
+    x_hat : ndarray, shape (K+1, nx), optional
+        The state estimates the controller was given (output feedback:
+        `simulate_closed_loop` with an estimator); None when it saw the state.
     """
 
     t: np.ndarray
@@ -103,6 +106,7 @@ class Trajectory:
     time_unit: str = "s"
     state_units: tuple[str, ...] = ()
     input_units: tuple[str, ...] = ()
+    x_hat: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.t = np.asarray(self.t, dtype=float).reshape(-1)
@@ -115,6 +119,11 @@ class Trajectory:
         if self.x.shape[1] != len(self.state_names):
             raise ValueError(f"x has {self.x.shape[1]} columns but state_names has {len(self.state_names)} entries")
         nx, nu = self.x.shape[1], self.u.shape[1]
+        if self.x_hat is not None:
+            self.x_hat = np.asarray(self.x_hat, dtype=float)
+            if self.x_hat.shape != self.x.shape:
+                raise ValueError(f"x_hat must be of shape {self.x.shape} (one estimate per state), got "
+                                 f"{self.x_hat.shape}")
         for name, n, rows in (("x_ref", nx, K + 1), ("u_ref", nu, K)):
             value = getattr(self, name)
             if value is not None:
@@ -186,6 +195,8 @@ class Trajectory:
             iterations: {mean, max}, final_state, final_error, max_state_violation,
             max_input_violation, max_input_change, stopped``, ``tracking_error``
             (`tracking_error` as lists) when there is a reference,
+            ``estimation_error`` (with estimates: ``{"rms", "max"}`` of
+            x_hat - x per state, lists; None without),
             ``max_path_violation`` (the largest h(x_k, u_k, p_k) above 0; None
             where the path constraints are not known: none, or a controller
             that does not say, as a loaded C controller) and
@@ -219,6 +230,9 @@ class Trajectory:
             "max_path_violation": None if self.path_values is None else
             float(np.maximum(self.path_values, 0.0).max(initial=0.0)),
             "closed_loop_cost": None,
+            "estimation_error": None if self.x_hat is None else {
+                "rms": _finite_or_none(np.sqrt(np.mean((self.x_hat - self.x) ** 2, axis=0))),
+                "max": _finite_or_none(np.max(np.abs(self.x_hat - self.x), axis=0))},
         }
         if self.x_ref is not None:
             out["tracking_error"] = {key: _finite_or_none(v) for key, v in self.tracking_error().items()}
@@ -263,7 +277,8 @@ class Trajectory:
         ``solve_time`` (K, seconds), plus ``model, state_names, input_names,
         success, iterations, status, bounds, x_ref, u_ref, stats``; ``x_ref``
         and ``u_ref`` are one vector (constant) or one row per sample (K+1
-        and K rows) for a time-varying reference.
+        and K rows) for a time-varying reference; ``x_hat`` (K+1 rows of nx)
+        with output feedback.
 
         Returns
         -------
@@ -281,6 +296,7 @@ class Trajectory:
             "state_units": list(self.state_units),
             "input_units": list(self.input_units),
             **({} if self.path_values is None else {"path_values": _rows(self.path_values)}),
+            **({} if self.x_hat is None else {"x_hat": _rows(self.x_hat)}),
             "success": [bool(s) for s in self.success],
             "iterations": [int(i) for i in self.iterations],
             "status": list(self.status),
@@ -309,7 +325,8 @@ class Trajectory:
 
         The last row (time K) has no input and no solve time: those cells are
         empty. A time-varying reference adds the columns ``<state>_ref`` (and
-        ``<input>_ref`` when the input reference is per step too).
+        ``<input>_ref`` when the input reference is per step too); output
+        feedback the estimates' columns ``<state>_hat``.
 
         Parameters
         ----------
@@ -331,7 +348,9 @@ class Trajectory:
                         + ([self.label(f"{n}_ref", self.state_units, i) for i, n in enumerate(self.state_names)]
                            if xr is not None else [])
                         + ([self.label(f"{n}_ref", self.input_units, j) for j, n in enumerate(self.input_names)]
-                           if ur is not None else []))
+                           if ur is not None else [])
+                        + ([self.label(f"{n}_hat", self.state_units, i) for i, n in enumerate(self.state_names)]
+                           if self.x_hat is not None else []))
         for k in range(self.steps + 1):
             row = [repr(float(self.t[k]))] + [repr(float(v)) for v in self.x[k]]
             if k < self.steps:
@@ -342,6 +361,8 @@ class Trajectory:
                 row += [repr(float(v)) for v in xr[k]]
             if ur is not None:
                 row += [repr(float(v)) for v in ur[k]] if k < self.steps else [""] * len(self.input_names)
+            if self.x_hat is not None:
+                row += [repr(float(v)) for v in self.x_hat[k]]
             writer.writerow(row)
         return write_atomic(Path(path), buf.getvalue().encode())
 
@@ -351,7 +372,7 @@ class Trajectory:
 
         States get one subplot each, with finite bounds dashed red and the
         reference dashed black beside the state (a time-varying one sample by
-        sample); inputs are drawn as stairs with their bounds and reference;
+        sample) and, with output feedback, the estimate dotted orange; inputs are drawn as stairs with their bounds and reference;
         solve times in ms per step, failed solves marked in red.
 
         Parameters
@@ -391,7 +412,10 @@ class Trajectory:
         axes = fig.subplots(nrow, ncol, sharex=True, squeeze=False).ravel(order="F")
         for i in range(nx):
             ax = axes[i]
-            ax.plot(self.t, self.x[:, i], color="tab:blue", lw=1.4)
+            ax.plot(self.t, self.x[:, i], color="tab:blue", lw=1.4, label="state")
+            if self.x_hat is not None:
+                ax.plot(self.t, self.x_hat[:, i], color="tab:orange", ls=":", lw=1.4, label="estimate")
+                ax.legend(fontsize="x-small", loc="best")
             bounds(ax, self.x_min[i], self.x_max[i])
             if xr is not None:
                 ax.plot(self.t, xr[:, i], color="k", ls="--", lw=1.0, label="reference")
@@ -403,7 +427,7 @@ class Trajectory:
             last = axes[min(nx, (c + 1) * nrow) - 1]
             last.set_xlabel(f"t [{self.time_unit}]")
             last.tick_params(labelbottom=True)
-        fig.suptitle(f"{self.model_name}: closed-loop states")
+        fig.suptitle(f"{self.model_name}: closed-loop states" + ("" if self.x_hat is None else " and estimates"))
         paths = [save(fig, "states.png")]
 
         fig = Figure(figsize=(6.4, 1.7 * nu + 0.8), layout="constrained")
