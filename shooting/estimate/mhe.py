@@ -186,7 +186,8 @@ class MHE:
             warnings.warn(f"MHE at t = {sample.t:g}: IPOPT ended with {found.status} after {found.iterations} "
                           f"iterations; the estimate is its last iterate", RuntimeWarning, stacklevel=2)
         self._solution = found
-        self.window_states = nlp.layout.unpack_w(found.w)[0]
+        # (IPOPT relaxes bounds by ~1e-8: the estimates are put back inside them)
+        self.window_states = np.clip(nlp.layout.unpack_w(found.w)[0], self.model.x_min, self.model.x_max)
         self.x_hat = self.window_states[-1].copy()
         self.last_success, self.last_status, self.last_iterations = found.success, found.status, found.iterations
         self.last_corrected = bool((sample.valid > 0).all())
