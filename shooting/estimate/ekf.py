@@ -8,8 +8,6 @@ and checks each sample's data.
 
 from __future__ import annotations
 
-from typing import Any
-
 import casadi as ca
 import numpy as np
 import numpy.typing as npt

@@ -61,7 +61,7 @@ def default_measurement(model: Model) -> MeasurementFunction:
         # A built-in made without load_model: its module by name (the models sit above this layer's imports).
         sensors = getattr(importlib.import_module(f"shooting.models.{builtin}"), "measurement", None)
         if callable(sensors):
-            return sensors  # type: ignore[no-any-return]
+            return sensors
     raise ValueError(f"model {model.name} names no sensors: pass measurement(x, u, p) -> SX column (e.g. "
                      f"lambda x, u, p: x[0]), or define measurement(x, u, p) beside make_model in its file")
 

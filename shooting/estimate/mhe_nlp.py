@@ -93,9 +93,10 @@ class WindowNLP:
         nlp = {"x": w, "p": params, "f": cost, "g": defects}
         opts: dict[str, Any] = {**MHE_IPOPT_OPTIONS, **dict(options or {})}
         self.cold = ca.nlpsol(f"mhe_{length}", "ipopt", nlp, opts)
-        shared = {"grad_f": self.cold.get_function("nlp_grad_f"), "jac_g": self.cold.get_function("nlp_jac_g"),
-                  "hess_lag": self.cold.get_function("nlp_hess_l")}
-        self.warm = ca.nlpsol(f"mhe_{length}_warm", "ipopt", nlp, {**opts, **WARM_START_OPTIONS, **shared})
+        warm: dict[str, Any] = {**opts, **WARM_START_OPTIONS, **dict(options or {}), "grad_f": self.cold.get_function("nlp_grad_f"),
+                                "jac_g": self.cold.get_function("nlp_jac_g"),
+                                "hess_lag": self.cold.get_function("nlp_hess_l")}
+        self.warm = ca.nlpsol(f"mhe_{length}_warm", "ipopt", nlp, warm)
         lo, hi = np.full(self.layout.n_w, -np.inf), np.full(self.layout.n_w, np.inf)
         lo[self.layout.x_idx], hi[self.layout.x_idx] = model.x_min, model.x_max
         self.lbx, self.ubx = lo, hi
@@ -121,7 +122,8 @@ class WindowNLP:
         defects = []
         for j in range(M):
             u, y, W, p, t = ca.vertsplit(stages[j], np.cumsum([0, nu, ny, ny * ny, n_p, 1]).tolist())
-            args = {"x": xs[j], "u": u, "p": p, "t0": t, "dt": dt, **({"z0": model.z0} if model.nz else {})}
+            args: dict[str, Any] = {"x": xs[j], "u": u, "p": p, "t0": t, "dt": dt,
+                                    **({"z0": model.z0} if model.nz else {})}
             x_next = step.call(args)["x_next"]
             defects.append(xs[j + 1] - x_next - G @ xis[j])
             r = y - problem.h(xs[j + 1], u, p)
@@ -132,7 +134,7 @@ class WindowNLP:
         """The parameter vector of a window: the prior (x_bar, P) and its `length` samples, oldest first."""
         assert len(samples) == self.length
         R = self.problem.R
-        rows = [np.ravel(x_bar), np.ravel(_inverse(P, "the arrival cost's covariance"))]
+        rows: list[Any] = [np.ravel(x_bar), np.ravel(_inverse(P, "the arrival cost's covariance"))]
         for s in samples:
             W = np.zeros_like(R)
             seen = np.flatnonzero(s.valid > 0)
@@ -171,8 +173,8 @@ class WindowNLP:
 
         The caller replaces the last state by its prediction.
         """
-        lam_g = solution.lam_g.reshape(self.length, -1)
-        lam_g = np.vstack([lam_g[1:], np.zeros_like(lam_g[:1])]).reshape(-1)
+        rows = solution.lam_g.reshape(self.length, -1)
+        lam_g = np.vstack([rows[1:], np.zeros_like(rows[:1])]).reshape(-1)
         return self.layout.shift_w(solution.w), self.layout.shift_w(solution.lam_x), lam_g
 
 

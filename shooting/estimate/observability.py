@@ -89,8 +89,7 @@ def observability(A: npt.ArrayLike, H: npt.ArrayLike) -> Observability:
     for _ in range(nx):
         blocks.append(block)
         block = block @ A / growth
-    O = np.vstack(blocks)
-    _, s, Vt = np.linalg.svd(O)
+    _, s, Vt = np.linalg.svd(np.vstack(blocks))
     largest = float(s[0]) if s.size else 0.0
     rank = int(np.sum(s > RANK_TOLERANCE * largest)) if largest > 0 else 0
     null = Vt[rank:].T

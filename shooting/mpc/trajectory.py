@@ -266,6 +266,12 @@ class Trajectory:
         fig.suptitle(f"{self.model_name}: path constraints")
         return fig
 
+    def _estimate_line(self, ax: Any, i: int) -> None:
+        """With output feedback, state i's estimate beside it (dotted orange) and a legend; nothing without."""
+        if self.x_hat is not None:
+            ax.plot(self.t, self.x_hat[:, i], color="tab:orange", ls=":", lw=1.4, label="estimate")
+            ax.legend(fontsize="x-small", loc="best")
+
     @staticmethod
     def label(name: str, units: tuple[str, ...], i: int) -> str:
         """``"name [unit]"`` for a plot axis or a CSV column, or the name alone without a unit."""
@@ -370,10 +376,11 @@ class Trajectory:
         """Write ``states.png``, ``inputs.png``, ``solve_time.png`` and, with path constraints,
         ``path_constraints.png`` into `directory`.
 
-        States get one subplot each, with finite bounds dashed red and the
+        States get one subplot each, with finite bounds dashed red, the
         reference dashed black beside the state (a time-varying one sample by
-        sample) and, with output feedback, the estimate dotted orange; inputs are drawn as stairs with their bounds and reference;
-        solve times in ms per step, failed solves marked in red.
+        sample) and, with output feedback, the estimate dotted orange; inputs
+        are drawn as stairs with their bounds and reference; solve times in ms
+        per step, failed solves marked in red.
 
         Parameters
         ----------
@@ -413,9 +420,7 @@ class Trajectory:
         for i in range(nx):
             ax = axes[i]
             ax.plot(self.t, self.x[:, i], color="tab:blue", lw=1.4, label="state")
-            if self.x_hat is not None:
-                ax.plot(self.t, self.x_hat[:, i], color="tab:orange", ls=":", lw=1.4, label="estimate")
-                ax.legend(fontsize="x-small", loc="best")
+            self._estimate_line(ax, i)
             bounds(ax, self.x_min[i], self.x_max[i])
             if xr is not None:
                 ax.plot(self.t, xr[:, i], color="k", ls="--", lw=1.0, label="reference")
