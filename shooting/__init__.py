@@ -1,7 +1,7 @@
 """shooting: Runge-Kutta integrators with exact sensitivities on CasADi, C for microcontrollers, and MPC.
 
 The flat public API over subpackages that import in one direction,
-``tableaus -> integrate -> {codegen, qp -> mpc} -> controller -> sweeps -> cli``:
+``tableaus -> integrate -> {codegen, qp -> mpc} -> {estimate, controller} -> sweeps -> cli``:
 
 - `shooting.tableaus`: exact, verified Butcher tableaus (no CasADi);
 - `shooting.integrate`: `build_integrator`, a tableau and a `Model` become one
