@@ -228,7 +228,7 @@ class MHE:
     def _nlp(self, length: int) -> WindowNLP:
         """The NLP of a window of `length` intervals, built on first use."""
         if length not in self._nlps:
-            self._nlps[length] = WindowNLP(self.problem, length, self.solver_options)
+            self._nlps[length] = WindowNLP(self.problem, length, self.solver_options, warm=length == self.horizon)
         return self._nlps[length]
 
     def __repr__(self) -> str:

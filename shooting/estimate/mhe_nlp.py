@@ -80,9 +80,12 @@ class WindowNLP:
         M, the number of intervals (and of measurements) in the window.
     options : mapping, optional
         IPOPT options over `MHE_IPOPT_OPTIONS`.
+    warm : bool, default True
+        Build the warm-start instance too (only a full window is warm-started).
     """
 
-    def __init__(self, problem: EstimationProblem, length: int, options: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, problem: EstimationProblem, length: int, options: Mapping[str, Any] | None = None, *,
+                 warm: bool = True) -> None:
         model = problem.model
         self.problem, self.length = problem, length
         self.G = noise_factor(problem.Q)
@@ -93,10 +96,12 @@ class WindowNLP:
         nlp = {"x": w, "p": params, "f": cost, "g": defects}
         opts: dict[str, Any] = {**MHE_IPOPT_OPTIONS, **dict(options or {})}
         self.cold = ca.nlpsol(f"mhe_{length}", "ipopt", nlp, opts)
-        warm: dict[str, Any] = {**opts, **WARM_START_OPTIONS, **dict(options or {}), "grad_f": self.cold.get_function("nlp_grad_f"),
-                                "jac_g": self.cold.get_function("nlp_jac_g"),
-                                "hess_lag": self.cold.get_function("nlp_hess_l")}
-        self.warm = ca.nlpsol(f"mhe_{length}_warm", "ipopt", nlp, warm)
+        self.warm: ca.Function | None = None
+        if warm:
+            shared = {"grad_f": self.cold.get_function("nlp_grad_f"), "jac_g": self.cold.get_function("nlp_jac_g"),
+                      "hess_lag": self.cold.get_function("nlp_hess_l")}
+            warm_opts: dict[str, Any] = {**opts, **WARM_START_OPTIONS, **dict(options or {}), **shared}
+            self.warm = ca.nlpsol(f"mhe_{length}_warm", "ipopt", nlp, warm_opts)
         lo, hi = np.full(self.layout.n_w, -np.inf), np.full(self.layout.n_w, np.inf)
         lo[self.layout.x_idx], hi[self.layout.x_idx] = model.x_min, model.x_max
         self.lbx, self.ubx = lo, hi
@@ -148,7 +153,7 @@ class WindowNLP:
               lam_g: FloatArray | None = None) -> WindowSolution:
         """IPOPT from `guess` (warm, with IPOPT's warm-start options, when multipliers are given; a failed warm
         solve is repeated cold from the same guess)."""
-        if lam_x is not None and lam_g is not None:
+        if lam_x is not None and lam_g is not None and self.warm is not None:
             found = self._call(self.warm, params, guess, lam_x, lam_g)
             if found.success:
                 return found
