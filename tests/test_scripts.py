@@ -46,6 +46,8 @@ def test_script_runs(script, tmp_path, tmp_path_factory):
         args = ["--out", str(out)]
     elif script == "bench_mpc_peers.py":
         args = ["--quick"]
+    elif script == "check_mutations.py":
+        args = ["--dry-run"]  # (its changes' texts and tests checked; the mutation runs themselves take minutes)
     else:
         args = ALL_MODELS if script in BENCHMARKS else []
     proc = _run(script, args, tmp_path)
