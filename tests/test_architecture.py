@@ -23,15 +23,15 @@ ALLOWED = {
     "integrate": {"foundation", "tableaus", "model"},
     "mpc": {"foundation", "tableaus", "model", "integrate", "qp"},
     "codegen": {"foundation", "model", "integrate", "mpc", "qp"},
-    "estimate": {"foundation", "tableaus", "model", "integrate", "mpc"},
+    "estimate": {"foundation", "tableaus", "model", "integrate", "mpc", "codegen"},
     "controller": {"foundation", "model", "integrate", "mpc", "qp", "codegen", "estimate"},
     "sweeps": {"foundation", "model", "mpc", "codegen", "controller", "estimate"},
     "cli": {"foundation", "tableaus", "model", "integrate", "mpc", "codegen", "controller", "sweeps", "estimate"},
     "models": {"foundation", "model", "mpc"},
 }
-# The one import against the direction, by design: codegen's package forwards the contract's controller names
+# The imports against the direction, by design: codegen's package forwards the contract's controller and estimator names
 # (``from shooting.codegen import export_controller``, their first home) to the controller on first use.
-FORWARDS = {("shooting.codegen", "shooting.controller")}
+FORWARDS = {("shooting.codegen", "shooting.controller"), ("shooting.codegen", "shooting.estimate")}
 
 
 def _layer(module: str) -> str | None:

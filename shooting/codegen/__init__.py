@@ -11,7 +11,8 @@ The MPC controller as C lives in `shooting.controller`, a layer above this
 one (it writes its C through this package's emitter and toolchain). Its
 contract names keep this package as an address too
 (``from shooting.codegen import export_controller, load_controller``): they
-are looked up there on first use.
+are looked up there on first use; so are the estimator's (`shooting.estimate`:
+``export_estimator``, ``load_estimator``).
 """
 
 from __future__ import annotations
@@ -24,9 +25,12 @@ from shooting.codegen.sil import HostStep, load_step
 
 #: Names of `shooting.controller` that this package also answers to (the contract's first home of them).
 CONTROLLER_NAMES = ("HostController", "check_controller_export", "export_controller", "load_controller")
+#: Names of `shooting.estimate` that this package also answers to (the contract's home of them).
+ESTIMATOR_NAMES = ("HostEstimator", "export_estimator", "load_estimator")
 
-__all__ = ["CExport", "ExportReport", "HostController", "HostStep", "check_controller_export", "check_export",
-           "export_controller", "export_integrator", "generate_c", "load_controller", "load_step"]
+__all__ = ["CExport", "ExportReport", "HostController", "HostEstimator", "HostStep", "check_controller_export",
+           "check_export", "export_controller", "export_estimator", "export_integrator", "generate_c",
+           "load_controller", "load_estimator", "load_step"]
 
 
 def __getattr__(name: str) -> Any:
@@ -35,6 +39,12 @@ def __getattr__(name: str) -> Any:
         import shooting.controller as controller
 
         value = getattr(controller, name)
+        globals()[name] = value
+        return value
+    if name in ESTIMATOR_NAMES:
+        import shooting.estimate as estimate
+
+        value = getattr(estimate, name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'shooting.codegen' has no attribute {name!r}")

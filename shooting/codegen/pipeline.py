@@ -31,8 +31,8 @@ from shooting.options import REALS, TARGETS, Real, Target
 
 FloatArray = npt.NDArray[np.float64]
 
-__all__ = ["ExportReport", "ExportRuns", "check_export", "export_integrator", "install_export", "owned_export_files",
-           "require_tools"]
+__all__ = ["ExportReport", "ExportRuns", "check_and_install", "check_export", "export_integrator", "install_export",
+           "owned_export_files", "require_tools"]
 
 Progress = Callable[[str], None]
 
@@ -394,7 +394,17 @@ def export_integrator(
     export = generate_c(F, name, real=real, metadata=meta)
     test_vectors = make_vectors(F, model, n=n_vectors, dt=dt, centers=centers)
 
-    runs = _Runs(export, F, test_vectors, say)
+    return check_and_install(export, F, test_vectors, out, real=real, target=target, check=check, force=force,
+                             say=say)
+
+
+def check_and_install(export: CExport, F: ca.Function, vectors: list[list[Any]], out: Path, *, real: Real,
+                      target: Target, check: bool, force: bool, say: Progress) -> ExportReport:
+    """The checks of `export` (the C of `F`) on `vectors` against CasADi, on the host and for ``target`` on the
+    emulated Cortex-M4 (flash, RAM, double-free float), then the install of its files into `out`, all or nothing;
+    nothing is written when a check fails. `export_integrator`'s and `shooting.estimate.export_estimator`'s
+    last half."""
+    runs = _Runs(export, F, vectors, say)
     try:
         runs.run(real, target, check)
     except toolchain.ToolchainError as err:  # a tool that crashed, hung or wrote nothing: one line
@@ -407,7 +417,7 @@ def export_integrator(
         for key, value in report.worst.items():
             errors[key] = max(errors.get(key, 0.0), float(value))
     export = export.with_manifest(**measured)
-    common = dict(name=name, out_dir=out, errors=errors, checks=tuple(checks),
+    common = dict(name=export.name, out_dir=out, errors=errors, checks=tuple(checks),
                   flash=None if size is None else size.flash, ram=None if size is None else size.ram, size=size,
                   double_symbols=tuple(doubles), manifest=export.manifest, lines=tuple(lines))
     if problems:

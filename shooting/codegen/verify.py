@@ -246,7 +246,8 @@ def compare_outputs(F: ca.Function, vectors: Sequence[Sequence[np.ndarray]], res
     names = F.name_out()
     if real == "float":
         vectors = [[v.astype(np.float32).astype(float) for v in vec] for vec in vectors]
-    refs = [[np.array(ca.DM(o).nonzeros(), dtype=float) for o in F.call([ca.DM(v) for v in vec])]
+    refs = [[np.array(ca.DM(o).nonzeros(), dtype=float)
+             for o in F.call([ca.DM(F.sparsity_in(i), ca.DM(v)) for i, v in enumerate(vec)])]
             for vec in vectors]
     diverged = [j for j, ref in enumerate(refs) if not all(np.isfinite(r).all() for r in ref)]
     if diverged:

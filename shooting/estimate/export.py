@@ -1,0 +1,198 @@
+"""`export_estimator`: an estimator's update as heap-free C, checked on this machine and the emulated Cortex-M4.
+
+The EKF's whole update is one CasADi SX Function (`shooting.estimate.kalman`); its C comes from the project's
+emitter (`shooting.codegen.generate_c`: single precision throughout for float, no heap), and the checks are the
+integrator's (`shooting.codegen.pipeline.check_and_install`): the C against CasADi's evaluation of the same
+Function, on the host and on QEMU's MPS2 AN386, with allowances derived from the precision's rounding of each
+output, then flash, RAM and a float object free of double routines. Its check vectors are the states,
+covariances, inputs and measurements of a run of the Python EKF on a simulated plant (`check_vectors`): a
+covariance that is symmetric positive definite, as the C will meet it, not random numbers.
+
+`shooting.estimate.host.load_estimator` calls the exported C from Python with the estimate kept between
+samples, as the Python `EKF` does.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import casadi as ca
+import numpy as np
+import numpy.typing as npt
+
+from shooting import _validate
+from shooting.codegen.c_files import generate_c
+from shooting.codegen.pipeline import ExportReport, check_and_install, check_export
+from shooting.estimate.ekf import EKF
+from shooting.estimate.mhe import MHE
+from shooting.options import REALS, TARGETS, Real, Target
+
+__all__ = ["CHECK_SAMPLES", "ESTIMATOR_KIND", "check_vectors", "estimator_function", "export_estimator"]
+
+FloatArray = npt.NDArray[np.float64]
+
+#: Samples of the simulated run whose EKF inputs become the check's vectors (every fifth of them is a vector).
+CHECK_SAMPLES = 100
+
+#: The manifest's ``kind`` of an estimator export.
+ESTIMATOR_KIND = "estimator"
+
+
+def estimator_function(ekf: EKF, name: str) -> ca.Function:
+    """The EKF's update Function named `name`, its outputs dense (the C writes every entry, column-major)."""
+    F = ekf.update_function
+    ins = F.sx_in()
+    outs = [ca.densify(o) for o in F.call(ins)]
+    return ca.Function(name, ins, outs, F.name_in(), F.name_out())
+
+
+def check_vectors(ekf: EKF, samples: int = CHECK_SAMPLES, seed: int = 0, every: int = 5) -> list[list[FloatArray]]:
+    """The update Function's inputs at every `every`-th sample of a run of `ekf` (a copy of its state) on the
+    plant its own step simulates from its prior, with process and sensor noise drawn from Q and R and inputs
+    around ``model.u0`` within the bounds; one sensor missing every seventh sample (the mask's path too).
+
+    Returns
+    -------
+    list of list of ndarray
+        In the Function's input order (`shooting.estimate.kalman.EKF_INPUTS`, ``z0`` last for a DAE).
+    """
+    model, problem = ekf.model, ekf.problem
+    rng = np.random.default_rng(seed)
+    lo = np.where(np.isfinite(model.u_min), model.u_min, model.u0 - 1.0)
+    hi = np.where(np.isfinite(model.u_max), model.u_max, model.u0 + 1.0)
+    mid, half = (lo + hi) / 2, (hi - lo) / 2
+    x_true, x_hat, P = problem.x0.copy(), problem.x0.copy(), problem.P0.copy()
+    z = model.z0.copy() if model.nz else None
+    chol_Q = _factor(problem.Q)
+    chol_R = _factor(problem.R)
+    vectors: list[list[FloatArray]] = []
+    for k in range(samples):
+        u = np.clip(model.u0 + 0.3 * half * rng.standard_normal(model.nu), mid - half, mid + half)
+        t = k * problem.dt
+        step = problem.advance(x_true, u, model.p0, t)
+        x_true = np.array(step["x_next"], dtype=float).reshape(-1) + chol_Q @ rng.standard_normal(model.nx)
+        y = np.array(problem.h(x_true, u, model.p0), dtype=float).reshape(-1) + chol_R @ rng.standard_normal(ekf.ny)
+        valid = np.ones(ekf.ny)
+        if k % 7 == 6 and ekf.ny > 1:
+            valid[k % ekf.ny] = 0.0
+            y[k % ekf.ny] = 0.0
+        args = [x_hat, P.reshape(-1, order="F"), u, y, valid, model.p0.copy(), np.array([t]),
+                np.array([problem.dt]), *([z] if z is not None else [])]
+        if k % every == every - 1:
+            vectors.append([np.asarray(a, dtype=float).reshape(-1) for a in args])
+        out = ekf.update_function(*[ca.DM(a) for a in (x_hat, P, u, y, valid, model.p0, t, problem.dt,
+                                                        *([z] if z is not None else []))])
+        x_hat = np.array(out[0], dtype=float).reshape(-1)
+        P = np.array(out[1], dtype=float)
+        if z is not None:
+            z = np.array(out[-1], dtype=float).reshape(-1)
+        if not (np.isfinite(x_hat).all() and np.isfinite(x_true).all()):
+            break
+    if not vectors:
+        raise ValueError(f"the simulated run of model {model.name}'s estimator diverged before its first check "
+                         f"vector: check the model's x0, u0 and dt")
+    return vectors
+
+
+def _factor(C: FloatArray) -> FloatArray:
+    """A square root of a positive semi-definite covariance (its eigen-decomposition; zero modes kept zero)."""
+    w, V = np.linalg.eigh(C)
+    return np.asarray(V * np.sqrt(np.maximum(w, 0.0)), dtype=float)
+
+
+def export_estimator(
+    estimator: EKF | MHE,
+    out_dir: str | os.PathLike[str],
+    *,
+    real: Real = "double",
+    target: Target = "host",
+    check: bool = False,
+    force: bool = False,
+    name: str | None = None,
+    metadata: Mapping[str, object] | None = None,
+    progress: bool | Callable[[str], None] | None = None,
+) -> ExportReport:
+    """Export an estimator's update as C into `out_dir`, optionally checked.
+
+    Writes ``NAME.c``, ``NAME.h`` (CasADi's calling convention: ``NAME(arg, res, iw, w, mem)`` with the inputs
+    ``x, P, u, y, valid, p, t, dt[, z0]`` and outputs ``x_hat, P_hat, e, S[, z]``, dense and column-major),
+    ``manifest.json`` (the estimator's sizes, sensors, Q, R, prior and dt under ``estimator``) and a
+    ``Makefile``; `shooting.codegen.load_estimator` runs it from Python.
+
+    Parameters
+    ----------
+    estimator : EKF
+        The filter to export (its step, sensors, Q and R are constants of the C). An `MHE` is refused: its C (a
+        real-time Gauss-Newton MHE on the stage-wise QP) is not written yet; export an EKF of the same model.
+    out_dir : str or path
+        Created if missing; files we did not write are never touched.
+    real : {"double", "float"}
+    target : {"host", "cortex-m4"}
+        "cortex-m4" also cross-compiles, measures flash and RAM and proves a float object free of double
+        routines.
+    check : bool
+        Run the C on the updates of a simulated run (`check_vectors`) on the host (and on the emulated
+        Cortex-M4 for that target) against CasADi's evaluation, within allowances derived from the precision's
+        rounding of each output; a failure writes nothing.
+    force : bool
+        Add our files to a directory that holds other files.
+    name : str, optional
+        C prefix and file stem (default ``<model>_ekf``).
+    metadata : mapping, optional
+        Extra manifest entries.
+    progress : bool or callable ``(str) -> None``, optional
+        One line before each stage (True: on stderr).
+
+    Returns
+    -------
+    ExportReport
+        ``ok``, ``files``, ``errors`` (worst relative error per output), ``flash``, ``ram``, ``lines``.
+
+    Raises
+    ------
+    ValueError
+        Not an EKF, bad options, a refused directory, a missing tool.
+    """
+    if isinstance(estimator, MHE):
+        raise ValueError("export_estimator takes an EKF: the MHE's C (a real-time Gauss-Newton MHE on the "
+                         "stage-wise QP) is not written yet; export shooting.EKF of the same model and sensors")
+    if not isinstance(estimator, EKF):
+        raise ValueError(f"estimator must be a shooting.EKF, got {type(estimator).__name__}")
+    reporter = _validate.progress(progress)
+
+    def say(message: str) -> None:
+        if reporter is not None:
+            reporter(message)
+
+    model = estimator.model
+    real = _validate.choice(real, REALS, "real")
+    target = _validate.choice(target, TARGETS, "target")
+    check = _validate.flag(check, "check")
+    force = _validate.flag(force, "force")
+    name = _validate.sanitized_identifier(f"{model.name}_ekf") if name is None else \
+        _validate.identifier(name, "name", maximum=_validate.MAX_PREFIX_LENGTH)
+    out = Path(out_dir)
+    check_export(out, name, real=real, target=target, check=check, force=force)
+    F = estimator_function(estimator, name)
+    say(f"generating the EKF's C ({real}, {F.n_instructions()} CasADi instructions)")
+    meta = {"kind": ESTIMATOR_KIND, "estimator": _description(estimator), **dict(metadata or {})}
+    export = generate_c(F, name, real=real, metadata=meta)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        vectors = check_vectors(estimator) if check or real == "float" else []
+    return check_and_install(export, F, vectors, out, real=real, target=target, check=check, force=force, say=say)
+
+
+def _description(ekf: EKF) -> dict[str, Any]:
+    """The manifest's ``estimator`` entry: what `load_estimator` needs besides the compiled C."""
+    model, problem = ekf.model, ekf.problem
+    method = problem.method if isinstance(problem.method, str) else (problem.method.name or "custom")
+    return {"type": "ekf", "model": model.name, "nx": model.nx, "nu": model.nu, "np": model.np, "nz": model.nz,
+            "ny": ekf.ny, "dt": problem.dt, "method": method, "steps": problem.steps,
+            "state_names": list(model.state_names), "sensors": list(ekf.sensors),
+            "x0": problem.x0.tolist(), "P0": problem.P0.tolist(), "Q": problem.Q.tolist(), "R": problem.R.tolist(),
+            "p0": model.p0.tolist(), "z0": model.z0.tolist()}
