@@ -27,6 +27,8 @@ import numpy.typing as npt
 from shooting import _validate
 from shooting.codegen.c_files import generate_c
 from shooting.codegen.pipeline import ExportReport, check_and_install, check_export
+from shooting.codegen.toolchain import ToolchainError
+from shooting.estimate.board import update_cycles
 from shooting.estimate.ekf import EKF
 from shooting.estimate.mhe import MHE
 from shooting.options import REALS, TARGETS, Real, Target
@@ -137,7 +139,8 @@ def export_estimator(
     check : bool
         Run the C on the updates of a simulated run (`check_vectors`) on the host (and on the emulated
         Cortex-M4 for that target) against CasADi's evaluation, within allowances derived from the precision's
-        rounding of each output; a failure writes nothing.
+        rounding of each output; a failure writes nothing. On the Cortex-M4 each update's cycles are counted by
+        the cycle model (`shooting.estimate.board.update_cycles`; the manifest's ``cortex_m4_cycles``).
     force : bool
         Add our files to a directory that holds other files.
     name : str, optional
@@ -184,6 +187,13 @@ def export_estimator(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         vectors = check_vectors(estimator) if check or real == "float" else []
+    if check and target == "cortex-m4":
+        say(f"costing {len(vectors)} updates on the emulated Cortex-M4 (qemu mps2-an386, cycle model)")
+        try:
+            export = export.with_manifest(cortex_m4_cycles=update_cycles(export, vectors, real))
+        except ToolchainError as err:
+            return ExportReport(ok=False, name=name, out_dir=out, files=[], errors={},
+                                problems=(str(err).splitlines()[0],))
     return check_and_install(export, F, vectors, out, real=real, target=target, check=check, force=force, say=say)
 
 
