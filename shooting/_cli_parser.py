@@ -128,8 +128,41 @@ def build_parser() -> argparse.ArgumentParser:
     _add_integrator(sub)
     _add_mpc(sub)
     _add_controller(sub)
+    _add_estimator(sub)
     _add_sweep(sub)
     return parser
+
+
+def _add_estimator(sub: "argparse._SubParsersAction[_Parser]") -> None:
+    est = sub.add_parser(
+        "estimator", help="export a state estimator (an EKF) as C",
+        description="Export the extended Kalman filter of a model (its step by --method and --steps, its sensors: "
+                    "the model file's measurement(x, u, p)) as C: NAME.c, NAME.h, manifest.json, Makefile. --check "
+                    "runs the C on the updates of a simulated run against Python (and on an emulated Cortex-M4 "
+                    "with --target cortex-m4, each update's cycles counted).")
+    est.add_argument("--model", required=True,
+                     help="built-in name, file.py, file.py:function or package.module:function")
+    est.add_argument("--model-arg", action="append", metavar="NAME=VALUE",
+                     help="a parameter of the model's factory, e.g. --model-arg n=5 (repeatable)")
+    est.add_argument("--kind", choices=("ekf", "mhe"), default="ekf",
+                     help="ekf (default); mhe is refused: its C is not written yet")
+    est.add_argument("--horizon", type=_horizon, help="the MHE's window (with --kind mhe)")
+    est.add_argument("--method", default="rk4", help="the step's tableau (default rk4; see 'list')")
+    est.add_argument("--steps", type=_steps, default=1, help="substeps per sampling interval (default 1)")
+    est.add_argument("--dt", type=_positive_float, help="sampling time (default the model's dt)")
+    est.add_argument("--Q", metavar="V1,V2,...",
+                     help="the process noise's variances per state, the diagonal of Q (default 1e-4 each)")
+    est.add_argument("--R", metavar="V1,V2,...",
+                     help="the measurement noise's variances per sensor, the diagonal of R (default 1e-4 each)")
+    est.add_argument("--real", choices=REALS, default="double", help=REAL_HELP)
+    est.add_argument("--target", choices=TARGETS, default="host",
+                     help="cortex-m4: cross-compile, report flash/RAM; with --check run on an emulated Cortex-M4")
+    est.add_argument("--check", action="store_true",
+                     help="run the C on a simulated run's updates against Python (exit 1 on mismatch, nothing "
+                          "written)")
+    est.add_argument("--name", help="C prefix and file stem (default <model>_ekf)")
+    _add_output_arguments(est, lint="do not warn when the step is outside its stability region at x0",
+                          quiet="no progress lines")
 
 
 def _add_integrator(sub: "argparse._SubParsersAction[_Parser]") -> None:

@@ -358,6 +358,46 @@ def _run_controller(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sensor_count(model: shooting.Model) -> int:
+    """How many quantities the model's default sensors measure."""
+    import casadi as ca
+
+    h = shooting.default_measurement(model)
+    return int(ca.SX(h(ca.SX.sym("x", model.nx), ca.SX.sym("u", model.nu), ca.SX.sym("p", model.np))).size1())
+
+
+def cmd_estimator(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from shooting.codegen import check_export, export_estimator
+
+    progress = _Progress(args.quiet)
+    _refuse_ineffective([("--horizon", args.horizon is not None and args.kind == "ekf", "with --kind ekf",
+                          "drop --horizon")])
+    if args.kind == "mhe":
+        raise UsageError("--kind mhe: the MHE's C (a real-time Gauss-Newton MHE) is not written yet; export "
+                         "--kind ekf, or run shooting.MHE in Python")
+    name = args.name or None
+    check_export(args.out, name or "estimator", real=args.real, target=args.target, check=args.check,
+                 force=args.force)
+    model = shooting.load_model(args.model, **_model_args(args.model_arg))
+    dt = args.dt or model.dt
+    if dt is None:
+        raise UsageError(f"model {model.name} has no nominal dt: pass --dt")
+    if not args.no_lint:
+        _lint(model, args.method, args.steps, dt, None)
+    ny = _sensor_count(model)  # (the --R option is checked against it)
+    Q = np.diag(_parse_vector(args.Q, model.nx, "--Q", model.name)) if args.Q else 1e-4 * np.eye(model.nx)
+    R = np.diag(_parse_vector(args.R, ny, "--R", model.name)) if args.R else 1e-4 * np.eye(ny)
+    ekf = shooting.EKF(model, None, Q=Q, R=R, method=args.method, steps=args.steps, dt=dt)
+    report = export_estimator(ekf, args.out, real=args.real, target=args.target, check=args.check,
+                              force=args.force, name=name, metadata={"model_spec": args.model}, progress=progress)
+    if not _print_report(report, args.out):
+        return 1
+    print(f"{args.out}/" + ", ".join(p.name for p in report.files))
+    return 0
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     from shooting.sweeps import sweep
 
@@ -505,7 +545,7 @@ def _run(argv: Sequence[str] | None) -> int:
     """Parse and run one command: usage and input errors become one line and exit status 2."""
     commands: dict[str, Callable[[argparse.Namespace], int]] = {
         "list": cmd_list, "tableau": cmd_tableau, "integrator": cmd_integrator, "mpc": cmd_mpc,
-        "controller": cmd_controller, "sweep": cmd_sweep,
+        "controller": cmd_controller, "estimator": cmd_estimator, "sweep": cmd_sweep,
     }
     try:
         args, extra = build_parser().parse_known_args(argv)

@@ -72,7 +72,7 @@ SLOW_MODULES = frozenset({
     "test_firmware", "test_interrupts", "test_limits", "test_mpc_cli", "test_nlp_cache", "test_ocp_qp", "test_peers",
     "test_pipeline", "test_rate_penalty", "test_reexport", "test_rti_compiled", "test_scripts", "test_soft_bounds",
     "test_sqp", "test_sweep", "test_time_varying", "test_substep_scaling", "test_manifest_safety", "test_peer_ocps",
-    "test_check_scenario", "test_crane_outputs", "test_output_feedback", "test_mutations_caught_c",
+    "test_check_scenario", "test_crane_outputs", "test_output_feedback", "test_mutations_caught_c", "test_estimator_c",
 })
 
 

@@ -14,6 +14,7 @@ samples, as the Python `EKF` does.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import warnings
 from collections.abc import Callable, Mapping
@@ -187,14 +188,20 @@ def export_estimator(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         vectors = check_vectors(estimator) if check or real == "float" else []
+    line = ""
     if check and target == "cortex-m4":
         say(f"costing {len(vectors)} updates on the emulated Cortex-M4 (qemu mps2-an386, cycle model)")
         try:
-            export = export.with_manifest(cortex_m4_cycles=update_cycles(export, vectors, real))
+            cost = update_cycles(export, vectors, real)
         except ToolchainError as err:
             return ExportReport(ok=False, name=name, out_dir=out, files=[], errors={},
                                 problems=(str(err).splitlines()[0],))
-    return check_and_install(export, F, vectors, out, real=real, target=target, check=check, force=force, say=say)
+        export = export.with_manifest(cortex_m4_cycles=cost)
+        line = (f"cortex-m4 {real}: one update {cost['cycles_per_update_median']:.0f} cycles median, "
+                f"{cost['cycles_per_update_max']:.0f} at most over {cost['updates']} updates = "
+                f"{cost['ms_max']:.4f} ms at {cost['cycle_model'].get('clock_hz', 168e6) / 1e6:g} MHz")
+    report = check_and_install(export, F, vectors, out, real=real, target=target, check=check, force=force, say=say)
+    return dataclasses.replace(report, lines=(*report.lines, line)) if line else report
 
 
 def _description(ekf: EKF) -> dict[str, Any]:

@@ -39,8 +39,8 @@ FloatArray = npt.NDArray[np.float64]
 
 #: What `load_estimator` reads from an estimator export's manifest.json (other entries are not read).
 ESTIMATOR_MANIFEST: _validate.Schema = {
-    "name": name_field, "real": real_field, "kind": str,
-    "estimator": {"type": str, "nx": int, "nu": int, "np": int, "nz": int, "ny": int, "dt": dt_field,
+    "name": name_field, "real": real_field, "kind?": str,
+    "estimator?": {"type": str, "nx": int, "nu": int, "np": int, "nz": int, "ny": int, "dt": dt_field,
                   "x0": finite_list_field, "p0": finite_list_field, "z0": finite_list_field,
                   "P0": [finite_list_field], "sensors": [str]},
 }
@@ -70,9 +70,10 @@ class HostEstimator:
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         folder, manifest = read_manifest(directory, False, ESTIMATOR_MANIFEST)
         path = folder / "manifest.json"
-        if manifest["kind"] != ESTIMATOR_KIND:
-            raise ValueError(f"{folder} is not an estimator export (kind {manifest['kind']!r}): give the folder "
-                             f"export_estimator wrote")
+        if manifest.get("kind") != ESTIMATOR_KIND or "estimator" not in manifest:
+            raise ValueError(f"{folder} is not an estimator export (its manifest's kind is "
+                             f"{manifest.get('kind', 'an integrator step')!r}): give the folder export_estimator "
+                             f"wrote (load_step and load_controller load the others)")
         self.name: str = manifest["name"]
         self.real = manifest["real"]
         est = manifest["estimator"]
@@ -181,7 +182,10 @@ class HostEstimator:
         ValueError
             Wrong sizes, an infinite y, a non-finite u, or a non-finite result (the estimate is left as it was).
         """
-        yv = _validate.array(y, "y").reshape(-1)
+        try:
+            yv = np.array(y, dtype=float).reshape(-1) if not isinstance(y, (str, bytes)) else np.zeros(0)
+        except (TypeError, ValueError):
+            yv = np.zeros(0)
         if yv.size != self.ny:
             raise ValueError(f"{self.name}.update: y has {yv.size} entries but the sensors measure {self.ny} "
                              f"({', '.join(self.sensors)}): give one value per sensor (NaN: not measured)")
