@@ -1,0 +1,127 @@
+"""Benchmark: state estimation per built-in model, the EKF's C on the board beside IPOPT's MHE in Python.
+
+For each model, its default sensors (the model file's ``measurement``) and one seeded run: the plant is the
+model's own step with process noise drawn from Q and sensor noise from R, inputs around ``u0`` within the bounds,
+the estimators starting from a prior off the truth (P0 = 0.1 I). Printed per model:
+
+- the EKF exported in float for the Cortex-M4 (`shooting.codegen.export_estimator`, checked on the emulated
+  board): cycles per update (median and largest, by the project's cycle model at 168 MHz), flash and RAM;
+- the estimation error (RMS over the states and the run's second half, each state on its own spread) of the
+  EKF (Python; its C agrees to rounding, tests/test_estimator_c.py) and of do-mpc's kind of MHE (IPOPT on the
+  full-information cost over a window, `shooting.MHE`), and the MHE's median solve time in this process.
+
+Run ``python scripts/bench_estimator.py`` (``--quick``: the cart-pole, a short run, no board; ``--models`` to
+choose).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import casadi as ca
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import shooting  # noqa: E402
+from benchkit import add_models_option, selected_models  # noqa: E402
+from shooting.codegen import export_estimator  # noqa: E402
+
+
+def sensors(model: shooting.Model) -> int:
+    h = shooting.default_measurement(model)
+    return int(ca.SX(h(ca.SX.sym("x", model.nx), ca.SX.sym("u", model.nu), ca.SX.sym("p", model.np))).size1())
+
+
+def discretisation(model: shooting.Model) -> dict[str, object]:
+    """The step of the model's default scenario (a stiff model's implicit tableau, its substeps)."""
+    problem = shooting.default_scenario(model).problem
+    return {"method": problem.method, "steps": problem.steps}
+
+
+def run(model: shooting.Model, samples: int, horizon: int, seed: int = 3) -> dict[str, float]:
+    """Both estimators on one simulated run: their RMS errors and the MHE's median solve time."""
+    ny = sensors(model)
+    step = discretisation(model)
+    Q, R, P0 = 1e-5 * np.eye(model.nx), 1e-4 * np.eye(ny), 0.1 * np.eye(model.nx)
+    rng = np.random.default_rng(seed)
+    prior = model.x0 + 0.1 * rng.standard_normal(model.nx)
+    ekf = shooting.EKF(model, None, Q=Q, R=R, x0=prior, P0=P0, **step)  # type: ignore[arg-type]
+    mhe = shooting.MHE(model, None, horizon, Q=Q, R=R, x0=prior, P0=P0, **step)  # type: ignore[arg-type]
+    lo = np.where(np.isfinite(model.u_min), model.u_min, model.u0 - 1.0)
+    hi = np.where(np.isfinite(model.u_max), model.u_max, model.u0 + 1.0)
+    x = model.x0.copy()
+    truth, e_ekf, e_mhe, times = [], [], [], []
+    for k in range(samples):
+        u = np.clip(model.u0 + 0.1 * (hi - lo) * rng.standard_normal(model.nu), lo, hi)
+        x = np.array(ekf.problem.advance(x, u, model.p0, k * ekf.dt)["x_next"], dtype=float).reshape(-1)
+        x = x + np.sqrt(np.diag(Q)) * rng.standard_normal(model.nx)
+        y = np.array(ekf.measurement_function(x, u, model.p0), dtype=float).reshape(-1)
+        y = y + np.sqrt(np.diag(R)) * rng.standard_normal(ny)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            e_ekf.append(ekf.update(y, u, k * ekf.dt)[0] - x)
+            t0 = time.perf_counter()
+            e_mhe.append(mhe.update(y, u, k * ekf.dt)[0] - x)
+            times.append(time.perf_counter() - t0)
+        truth.append(x)
+    spread = np.maximum(np.ptp(np.array(truth), axis=0), 1e-3)
+    half = samples // 2
+
+    def rms(errors: list[np.ndarray]) -> float:
+        return float(np.sqrt(np.mean((np.array(errors[half:]) / spread) ** 2)))
+
+    return {"ekf": rms(e_ekf), "mhe": rms(e_mhe), "mhe_ms": 1e3 * float(np.median(times)), "ny": ny}
+
+
+def board(model: shooting.Model) -> dict[str, float] | str:
+    """The float EKF's C on the emulated Cortex-M4: cycles per update, flash, RAM (or why not)."""
+    ny = sensors(model)
+    ekf = shooting.EKF(model, None, Q=1e-5 * np.eye(model.nx), R=1e-4 * np.eye(ny), P0=0.1 * np.eye(model.nx),
+                       **discretisation(model))  # type: ignore[arg-type]
+    with tempfile.TemporaryDirectory() as tmp:
+        report = export_estimator(ekf, Path(tmp) / "c", real="float", target="cortex-m4", check=True)
+    if not report.ok:
+        return "check failed: " + "; ".join(report.problems)[:120]
+    cost = report.manifest["cortex_m4_cycles"]
+    return {"median": cost["cycles_per_update_median"], "max": cost["cycles_per_update_max"],
+            "ms": cost["ms_max"], "flash": float(report.flash or 0), "ram": float(report.ram or 0)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="the cart-pole, a short run, no board")
+    add_models_option(parser)
+    args = parser.parse_args()
+    models = selected_models(parser, args)
+    samples, horizon = (30, 5) if args.quick else (200, 10)
+    print(f"Estimation: one seeded run of {samples} samples per model (MHE window {horizon}); float EKF C on the "
+          f"emulated Cortex-M4 (cycle model, 168 MHz)" + (" skipped (--quick)" if args.quick else ""))
+    print(f"{'model':<13}{'nx':>3}{'ny':>4}{'EKF cycles med':>16}{'max':>8}{'ms':>8}{'flash B':>9}{'RAM B':>7}"
+          f"{'EKF rms':>10}{'MHE rms':>10}{'MHE ms':>9}")
+    for model in models:
+        try:
+            stats = run(model, samples, horizon)
+        except ValueError as err:
+            print(f"{model.name:<13}skipped: the simulated run failed: {str(err)[:150]}", flush=True)
+            continue
+        cost = None if args.quick else board(model)
+        if isinstance(cost, str):
+            c_cols = f"  skipped: {cost}"
+        elif cost is None:
+            c_cols = f"{'-':>16}{'-':>8}{'-':>8}{'-':>9}{'-':>7}"
+        else:
+            c_cols = (f"{cost['median']:>16.0f}{cost['max']:>8.0f}{cost['ms']:>8.4f}{cost['flash']:>9.0f}"
+                      f"{cost['ram']:>7.0f}")
+        print(f"{model.name:<13}{model.nx:>3}{int(stats['ny']):>4}{c_cols}{stats['ekf']:>10.3g}{stats['mhe']:>10.3g}"
+              f"{stats['mhe_ms']:>9.1f}", flush=True)
+    print("rms: the estimation error over the run's second half, each state over its spread in the run")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
