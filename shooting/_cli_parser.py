@@ -332,6 +332,10 @@ def _add_sweep(sub: "argparse._SubParsersAction[_Parser]") -> None:
                          ("--p-spread", "plant parameters within +-S relative to p0 (the controller keeps p0)"),
                          ("--noise-std", "standard deviation of process noise on every state")):
         swp.add_argument(option, type=_nonnegative_float, default=0.0, metavar="S", help=f"{what} (default 0)")
+    swp.add_argument("--estimator", choices=("ekf",),
+                     help="output feedback: the controller sees an EKF's estimate from the model's default sensors")
+    swp.add_argument("--measurement-noise", type=_nonnegative_float, metavar="S",
+                     help="standard deviation of the sensors' noise (with --estimator; default 0)")
     swp.add_argument("--seed", type=_nonnegative_int, help="seed of the cases (default 0)")
     swp.add_argument("--scheduler", metavar="ADDRESS", help="a running Dask scheduler, e.g. tcp://10.0.0.5:8786")
     swp.add_argument("--workers", type=_count(4096), help="local worker processes (1: this process)")

@@ -404,6 +404,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     _refuse_ineffective([
         ("--workers", args.workers is not None and args.scheduler is not None,
          "with --scheduler (the scheduler's workers run the cases)", "drop --scheduler"),
+        ("--measurement-noise", args.measurement_noise is not None and args.estimator is None, "without --estimator",
+         "add --estimator ekf"),
         ("--seed", args.seed is not None and not (args.x0_spread or args.p_spread or args.noise_std),
          "without --x0-spread, --p-spread or --noise-std (every case would be the nominal one)", "add a spread"),
     ])
@@ -415,7 +417,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         result = sweep(scenario, model=model, controller=args.controller, cases=args.cases, x0_spread=args.x0_spread,
                        p_spread=args.p_spread, noise_std=args.noise_std, seed=args.seed or 0,
                        scheduler=args.scheduler, workers=args.workers, out_dir=args.out, resume=args.resume,
-                       progress=not args.quiet)
+                       progress=not args.quiet, estimator=args.estimator,
+                       measurement_noise=args.measurement_noise or 0.0)
     except RuntimeError as err:  # a case that could not run (its workers died): the journal keeps the others
         if _interrupt.requested():
             raise KeyboardInterrupt from err

@@ -30,8 +30,9 @@ def _ekf(name: str, **kw: object) -> shooting.EKF:
     model = shooting.load_model(name)
     h = shooting.default_measurement(model)
     ny = int(ca.SX(h(ca.SX.sym("x", model.nx), ca.SX.sym("u", model.nu), ca.SX.sym("p", model.np))).size1())
+    problem = shooting.default_scenario(model).problem  # (its step: a stiff model's implicit tableau)
     return shooting.EKF(model, None, Q=1e-4 * np.eye(model.nx), R=1e-3 * np.eye(ny), P0=0.1 * np.eye(model.nx),
-                        **kw)  # type: ignore[arg-type]
+                        method=problem.method, steps=problem.steps, **kw)  # type: ignore[arg-type]
 
 
 def _run(ekf: shooting.EKF, est: object, samples: int, seed: int = 1, missing: bool = True

@@ -111,3 +111,37 @@ def test_bad_output_feedback_input():
         shooting.simulate_closed_loop(ocp, PENDULUM.x0, 2, estimator=cart_ekf, progress=False)
     with pytest.raises(ValueError, match=r"estimator must have update"):
         shooting.simulate_closed_loop(ocp, PENDULUM.x0, 2, estimator=object(), progress=False)  # type: ignore
+
+
+def test_a_sweep_closes_its_loops_through_an_ekf() -> None:
+    # Issue 39 item 4: sweeps take an estimator and measurement noise. A row is the closed loop that
+    # simulate_closed_loop runs with the EKF the sweep describes (`estimator_spec`), recomputed here.
+    import casadi as ca
+
+    from shooting.sweeps.worker import estimator_spec
+
+    model = shooting.load_model("pendulum")
+    scenario = shooting.default_scenario(model).with_changes(sim_steps=40)
+    result = shooting.sweep(scenario, model=model, cases=2, x0_spread=0.02, noise_std=0.001, estimator="ekf",
+                            measurement_noise=0.01, workers=1, progress=False)
+    assert result.summary["options"]["estimator"] == "ekf" and result.summary["options"]["measurement_noise"] == 0.01
+    ocp = shooting.build_ocp(scenario, model)
+    spec = estimator_spec(model, np.asarray(scenario.x0, dtype=float), ocp.x_min, ocp.x_max, 0.001, 0.02, 0.01)
+    row = result.rows[1]
+    with ca.global_unpickle_context():
+        import pickle
+
+        H = pickle.loads(spec.sensors)
+    ekf = shooting.EKF(model, lambda x, u, p: H(x, u, p), Q=spec.Q, R=spec.R, x0=spec.x0, P0=spec.P0,
+                       method=scenario.problem.method, steps=scenario.problem.steps)
+    traj = shooting.simulate_closed_loop(shooting.RTIController(ocp), row["x0"], 40, noise_std=0.001,
+                                         seed=row["seed"], estimator=ekf, measurement_noise=0.01, progress=False,
+                                         plant_method=scenario.plant_method, plant_steps=scenario.plant_steps)
+    assert traj.stats(ocp.Q, ocp.R)["closed_loop_cost"] == pytest.approx(row["cost"], rel=1e-9)
+    plain = shooting.sweep(scenario, model=model, cases=2, x0_spread=0.02, noise_std=0.001, workers=1,
+                           progress=False)
+    assert plain.rows[1]["cost"] != pytest.approx(row["cost"], rel=1e-6)  # (the estimate, not the state, fed back)
+    with pytest.raises(ValueError, match="measurement_noise needs an estimator"):
+        shooting.sweep(scenario, model=model, cases=1, measurement_noise=0.1, workers=1, progress=False)
+    with pytest.raises(ValueError, match="estimator must be"):
+        shooting.sweep(scenario, model=model, cases=1, estimator="ukf", workers=1, progress=False)

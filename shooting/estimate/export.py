@@ -96,8 +96,11 @@ def check_vectors(ekf: EKF, samples: int = CHECK_SAMPLES, seed: int = 0, every: 
         if not (np.isfinite(x_hat).all() and np.isfinite(x_true).all()):
             break
     if not vectors:
+        method = problem.method if isinstance(problem.method, str) else (problem.method.name or "custom")
         raise ValueError(f"the simulated run of model {model.name}'s estimator diverged before its first check "
-                         f"vector: check the model's x0, u0 and dt")
+                         f"vector: its step ({method} x {problem.steps} over dt = {problem.dt:g}) is unstable from "
+                         f"the model's x0 and u0; choose an implicit method or more substeps "
+                         f"(shooting.check_stability says which)")
     return vectors
 
 

@@ -29,7 +29,7 @@ from shooting.sweeps.cluster import open_pool
 from shooting.sweeps.controllers import ControllerChoice, choose_controller
 from shooting.sweeps.output import FILES, RECORD, Journal, csv_text, plot_png, quantiles
 from shooting.sweeps.progress import SweepProgress, bar_or_lines
-from shooting.sweeps.worker import SweepSpec, model_bytes
+from shooting.sweeps.worker import SWEEP_ESTIMATORS, SweepSpec, estimator_spec, model_bytes
 
 __all__ = ["WORST_PLOTTED", "SweepResult", "sweep"]
 
@@ -118,6 +118,8 @@ def sweep(
     resume: bool = False,
     progress: bool | Callable[[str], None] | None = True,
     model: Model | None = None,
+    estimator: str | None = None,
+    measurement_noise: float = 0.0,
 ) -> SweepResult:
     """Run a scenario's closed loop for many cases (start states, plant parameters, noise) on Dask.
 
@@ -163,6 +165,12 @@ def sweep(
         a line per 10 % of the cases; a callable gets one message per case.
     model : Model, optional
         The scenario's model (default ``load_model(scenario.model)``).
+    estimator : {"ekf"}, optional
+        Output feedback: every case's controller sees an EKF's estimate (the model's default sensors, its step
+        the scenario's; Q from `noise_std`, R from `measurement_noise`, its prior the scenario's start with
+        the spread's uncertainty: `shooting.sweeps.worker.estimator_spec`) instead of the state.
+    measurement_noise : float, default 0
+        Standard deviation of the sensors' noise (with `estimator`).
 
     Returns
     -------
@@ -196,13 +204,17 @@ def sweep(
         raise ValueError("the scenario's parameters vary in time (its parameters(t) feeds controller and plant): "
                          "p_spread and explicit p do not apply to it")
     choice = choose_controller(controller, scenario, model, ocp)
+    opts.update(_feedback_options(estimator, measurement_noise))
+    est_spec = None if opts["estimator"] is None else estimator_spec(
+        model, np.asarray(scenario.x0, dtype=float), ocp.x_min, ocp.x_max, float(opts["noise_std"]),
+        float(opts["x0_spread"]), opts["measurement_noise"])
     fingerprint = _fingerprint(scenario, model, choice, opts, cases)
     out = None if out_dir is None else Path(out_dir)
     journal = None if out is None else Journal(out, fingerprint)
     done = _resumed(journal, out, opts["resume"], drawn)
     todo = [case for case in drawn if case.index not in done]
     spec = SweepSpec(uuid.uuid4().hex, model_bytes(model), scenario, choice.kind, target_of(scenario, ocp),
-                     choice.files)
+                     choice.files, est_spec)
     meter = SweepProgress(reporter, len(drawn), len(done))
     rows = dict(done)
     rerun: list[dict[str, Any]] = []
@@ -261,6 +273,18 @@ def _resumed(journal: Journal | None, out: Path | None, resume: bool, drawn: Seq
     return done
 
 
+def _feedback_options(estimator: object, measurement_noise: object) -> dict[str, Any]:
+    """`sweep`'s output-feedback options checked."""
+    if estimator is not None and estimator not in SWEEP_ESTIMATORS:
+        raise ValueError(f"estimator must be None or one of {', '.join(repr(e) for e in SWEEP_ESTIMATORS)}, got "
+                         f"{estimator!r:.60}")
+    noise = _validate.real(measurement_noise, "measurement_noise", minimum=0.0)
+    if noise and estimator is None:
+        raise ValueError("measurement_noise needs an estimator to measure through: give estimator='ekf', or drop "
+                         "measurement_noise")
+    return {"estimator": estimator, "measurement_noise": noise}
+
+
 def _fingerprint(scenario: Scenario, model: Model, choice: ControllerChoice, opts: dict[str, Any],
                  cases: object) -> dict[str, Any]:
     """What makes two runs the same sweep (for --resume); the number of drawn cases may grow."""
@@ -269,7 +293,8 @@ def _fingerprint(scenario: Scenario, model: Model, choice: ControllerChoice, opt
     return {"version": VERSION, "model": model.name, "scenario": hashlib.sha256(text.encode()).hexdigest()[:16],
             "controller": choice.identity, "x0_spread": float(opts["x0_spread"]),
             "p_spread": float(opts["p_spread"]), "noise_std": float(opts["noise_std"]), "seed": int(opts["seed"]),
-            "cases": explicit}
+            "cases": explicit, **({} if opts.get("estimator") is None else
+                                 {"estimator": opts["estimator"], "measurement_noise": opts["measurement_noise"]})}
 
 
 def _worst(rows: list[dict[str, Any]], target: Target) -> list[dict[str, Any]]:
@@ -316,7 +341,8 @@ def _summary(rows: Sequence[dict[str, Any]], rerun: Sequence[dict[str, Any]], mo
         "generator": _files.GENERATOR, "command": "sweep", "files": list(FILES),
         "model": {"name": model.name, "nx": model.nx, "nu": model.nu, "np": model.np},
         "controller": choice.describe, "scenario": json.loads(json.dumps(scenario.to_dict(), default=str)),
-        "options": {k: opts[k] for k in ("x0_spread", "p_spread", "noise_std", "seed", "scheduler", "workers")},
+        "options": {k: opts[k] for k in ("x0_spread", "p_spread", "noise_std", "seed", "scheduler", "workers",
+                                         "estimator", "measurement_noise")},
         "cases": len(rows), "succeeded": ok, "failed": len(rows) - ok, "success_rate": ok / len(rows),
         "outcomes": {o: sum(r.get("outcome") == o for r in rows) for o in OUTCOMES},
         "solver_failures": {"cases": sum(int(r["failed_steps"]) > 0 for r in rows if r.get("outcome") != "error"),

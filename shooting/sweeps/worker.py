@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import casadi as ca
+import numpy as np
 
 from shooting.model import Model
 from shooting.mpc.controllers import Controller, MPCController
@@ -45,6 +46,53 @@ def model_bytes(model: Model) -> bytes:
     """`model` pickled with CasADi's serialisation of its symbols (a plain pickle refuses SX)."""
     with ca.global_pickle_context():
         return pickle.dumps(model)
+
+
+#: The estimators a sweep can close its loops through (output feedback).
+SWEEP_ESTIMATORS = ("ekf",)
+
+
+@dataclass(frozen=True, eq=False)
+class EstimatorSpec:
+    """An output-feedback sweep's estimator, as workers rebuild it: an EKF on the model's default sensors.
+
+    Parameters
+    ----------
+    sensors : bytes
+        The sensors ``h(x, u, p)`` as a pickled CasADi Function (workers need not have the model's file).
+    Q, R, P0 : ndarray
+        The EKF's covariances: process noise (the sweep's ``noise_std`` squared, at least 1e-8), measurement
+        noise (``measurement_noise`` squared, at least 1e-8), prior (each state's ``x0_spread`` share of its bound
+        range squared, at least 1e-4: the start the estimator does not know).
+    x0 : ndarray
+        The prior's mean: the scenario's nominal start.
+    measurement_noise : float
+        The standard deviation of the simulated sensors' noise.
+    """
+
+    sensors: bytes
+    Q: np.ndarray
+    R: np.ndarray
+    P0: np.ndarray
+    x0: np.ndarray
+    measurement_noise: float
+
+
+def estimator_spec(model: Model, x0: np.ndarray, x_min: np.ndarray, x_max: np.ndarray, noise_std: float,
+                   x0_spread: float, measurement_noise: float) -> EstimatorSpec:
+    """The EKF of an output-feedback sweep (`EstimatorSpec`), its sensors the model's default ones."""
+    from shooting.estimate import default_measurement
+
+    h = default_measurement(model)
+    xs, us, ps = ca.SX.sym("x", model.nx), ca.SX.sym("u", model.nu), ca.SX.sym("p", model.np)
+    H = ca.Function("sensors", [xs, us, ps], [ca.SX(h(xs, us, ps))], ["x", "u", "p"], ["y"])
+    with ca.global_pickle_context():
+        sensors = pickle.dumps(H)
+    width = np.where(np.isfinite(x_max - x_min), x_max - x_min, 1.0)
+    return EstimatorSpec(sensors, max(noise_std**2, 1e-8) * np.eye(model.nx),
+                         max(measurement_noise**2, 1e-8) * np.eye(H.size1_out(0)),
+                         np.diag(np.maximum((x0_spread * width) ** 2, 1e-4)), np.asarray(x0, dtype=float),
+                         measurement_noise)
 
 
 @dataclass(frozen=True, eq=False)
@@ -63,6 +111,8 @@ class SweepSpec:
     target : Target
     c_files : dict of str to str
         File name -> text of the C controller's export (empty otherwise).
+    estimator : EstimatorSpec, optional
+        Output feedback: the controller sees this estimator's estimate from noisy measurements.
     """
 
     token: str
@@ -71,6 +121,7 @@ class SweepSpec:
     controller: str
     target: Target
     c_files: dict[str, str] = field(default_factory=dict)
+    estimator: EstimatorSpec | None = None
 
 
 @dataclass
@@ -78,6 +129,7 @@ class _Built:
     model: Model
     controller: Controller
     folder: Path | None = None
+    estimator: Any = None
 
 
 _LOCK = threading.Lock()
@@ -87,6 +139,20 @@ _BUILT: dict[str, _Built] = {}
 def _build(spec: SweepSpec) -> _Built:
     with ca.global_unpickle_context():
         model = pickle.loads(spec.model)  # noqa: S301 - our own bytes, from the sweep that submitted the case
+    built = _build_controller(spec, model)
+    if spec.estimator is not None:
+        from shooting.estimate import EKF
+
+        est = spec.estimator
+        with ca.global_unpickle_context():
+            H = pickle.loads(est.sensors)  # noqa: S301 - our own bytes, as the model's
+        built.estimator = EKF(model, lambda x, u, p: H(x, u, p), Q=est.Q, R=est.R, x0=est.x0, P0=est.P0,
+                              method=spec.scenario.problem.method, steps=spec.scenario.problem.steps,
+                              dt=spec.scenario.problem.dt)
+    return built
+
+
+def _build_controller(spec: SweepSpec, model: Model) -> _Built:
     if spec.controller == "c":
         from shooting.controller import load_controller  # (the C toolchain only where a C controller runs)
 
@@ -139,7 +205,10 @@ def run_case(case: Case, spec: SweepSpec, trajectory: bool = False) -> dict[str,
             traj = simulate_closed_loop(built.controller, case.x0, scenario.sim_steps,
                                         plant_method=scenario.plant_method, plant_steps=scenario.plant_steps, p=p,
                                         reference=scenario.reference, parameters=scenario.parameters,
-                                        noise_std=case.noise_std or None, seed=case.seed, progress=False)
+                                        noise_std=case.noise_std or None, seed=case.seed, progress=False,
+                                        estimator=built.estimator,
+                                        measurement_noise=None if spec.estimator is None else
+                                        spec.estimator.measurement_noise)
         except ValueError as err:
             return _failed(case, spec, str(err))
     row = measure(case, traj, spec.target, scenario.sim_steps)
