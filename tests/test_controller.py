@@ -263,6 +263,7 @@ def test_a_failed_check_writes_nothing_and_exits_1(swingup: shooting.MultipleSho
     monkeypatch.setattr(check, "TOLERANCE_SAFETY", 0.0)  # nothing can pass
     monkeypatch.setitem(check.TOLERANCE_FLOOR, "double", 0.0)
     monkeypatch.setitem(check.SQP_ALLOWANCE, "double", 0.0)
+    monkeypatch.setattr(check, "TERMINATION_SAFETY", 0.0)  # (the solvers' measured stopping moves too)
     report = export_controller(swingup, tmp_path / "out", check=True, check_steps=3)
     assert not report.ok and report.files == [] and not (tmp_path / "out").exists()
     assert main(["controller", "--model", "cartpole", "--check", "--check-steps", "3", "--out",
