@@ -15,7 +15,7 @@ from typing import Any
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File, Files
 
-VERBS = ("list", "tableau", "integrator", "mpc", "controller", "sweep")
+VERBS = ("list", "tableau", "integrator", "mpc", "controller", "estimator", "sweep")
 PACKAGES = ("shooting", "shooting.codegen", "shooting.controller")
 
 

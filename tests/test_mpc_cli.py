@@ -146,12 +146,12 @@ def test_interrupt_inside_a_c_extension_is_still_an_interrupt(tmp_path, monkeypa
         except KeyboardInterrupt as err:
             raise SystemError("<function DM.__array__> returned a result with an exception set") from err
 
-    monkeypatch.setattr(cli, "cmd_list", lambda: interrupted(None))
+    monkeypatch.setattr(cli, "cmd_list", lambda args: interrupted(args))
     assert cli.main(["list"]) == 130
     err = capsys.readouterr().err
     assert "interrupted" in err and "Traceback" not in err
 
-    def broken():
+    def broken(args):
         raise SystemError("a real bug")
 
     monkeypatch.setattr(cli, "cmd_list", broken)

@@ -48,6 +48,12 @@ def _controller(out: Path, progress: object) -> None:
     export_controller(_ocp(), out, progress=progress)
 
 
+def _estimator(out: Path, progress: object) -> None:
+    from shooting.codegen import export_estimator
+
+    export_estimator(shooting.EKF(PENDULUM, None, Q=[1e-4, 1e-4], R=[1e-3]), out, progress=progress)
+
+
 def _closed_loop(out: Path, progress: object) -> None:
     shooting.simulate_closed_loop(_Hold(), [0.3, 0.0], 3, plant_method="rk4", plant_steps=1, progress=progress)
 
@@ -67,6 +73,7 @@ def _sweep(out: Path, progress: object) -> None:
 CALLS: dict[str, tuple[Callable[[Path, object], None], bool]] = {
     "shooting.codegen.export_integrator": (_integrator, True),
     "shooting.controller.export_controller": (_controller, True),
+    "shooting.estimate.export_estimator": (_estimator, True),
     "shooting.mpc.simulate_closed_loop": (_closed_loop, False),
     "shooting.mpc.run_scenario": (_scenario, True),
     "shooting.sweeps.sweep": (_sweep, True),
