@@ -90,7 +90,7 @@ def test_every_builtin_models_float_ekf_on_the_board(name: str, tmp_path: Path) 
     report = export_estimator(_ekf(name), tmp_path / name, real="float", target="cortex-m4", check=True)
     assert report.ok, (name, report.problems)
     manifest = report.manifest
-    assert manifest["check_cortex_m4"]["passed"] and manifest["cortex_m4_cycles"]["updates"] == 20
+    assert manifest["check_cortex_m4"]["passed"] and manifest["cortex_m4_cycles"]["updates"] == 5
     assert manifest["cortex_m4_cycles"]["cycles_per_update_median"] > 100
     assert report.double_symbols == () and "cycles median" in report.lines[-1]
 

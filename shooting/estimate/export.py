@@ -34,12 +34,16 @@ from shooting.estimate.ekf import EKF
 from shooting.estimate.mhe import MHE
 from shooting.options import REALS, TARGETS, Real, Target
 
-__all__ = ["CHECK_SAMPLES", "ESTIMATOR_KIND", "check_vectors", "estimator_function", "export_estimator"]
+__all__ = ["CHECK_SAMPLES", "COSTED", "ESTIMATOR_KIND", "check_vectors", "estimator_function", "export_estimator"]
 
 FloatArray = npt.NDArray[np.float64]
 
 #: Samples of the simulated run whose EKF inputs become the check's vectors (every fifth of them is a vector).
 CHECK_SAMPLES = 100
+
+#: How many of the check's updates are costed cycle by cycle on the board (each traced instruction by instruction:
+#: the slow part of the board check; an update's cost hardly varies, its branches are few).
+COSTED = 5
 
 #: The manifest's ``kind`` of an estimator export.
 ESTIMATOR_KIND = "estimator"
@@ -144,7 +148,8 @@ def export_estimator(
         Run the C on the updates of a simulated run (`check_vectors`) on the host (and on the emulated
         Cortex-M4 for that target) against CasADi's evaluation, within allowances derived from the precision's
         rounding of each output; a failure writes nothing. On the Cortex-M4 each update's cycles are counted by
-        the cycle model (`shooting.estimate.board.update_cycles`; the manifest's ``cortex_m4_cycles``).
+        the cycle model over the first `COSTED` of them (`shooting.estimate.board.update_cycles`; the manifest's
+        ``cortex_m4_cycles``).
     force : bool
         Add our files to a directory that holds other files.
     name : str, optional
@@ -193,9 +198,9 @@ def export_estimator(
         vectors = check_vectors(estimator) if check or real == "float" else []
     line = ""
     if check and target == "cortex-m4":
-        say(f"costing {len(vectors)} updates on the emulated Cortex-M4 (qemu mps2-an386, cycle model)")
+        say(f"costing {COSTED} updates on the emulated Cortex-M4 (qemu mps2-an386, cycle model)")
         try:
-            cost = update_cycles(export, vectors, real)
+            cost = update_cycles(export, vectors[:COSTED], real)
         except ToolchainError as err:
             return ExportReport(ok=False, name=name, out_dir=out, files=[], errors={},
                                 problems=(str(err).splitlines()[0],))
