@@ -1,8 +1,8 @@
 """Benchmark: state estimation per built-in model, the EKF's C on the board beside IPOPT's MHE in Python.
 
-For each model, its default sensors (the model file's ``measurement``) and one seeded run: the plant is the
-model's own step with process noise drawn from Q and sensor noise from R, inputs around ``u0`` within the bounds,
-the estimators starting from a prior off the truth (P0 = 0.1 I). Printed per model:
+For each model, its default sensors (the model file's ``measurement``) along its default scenario: IPOPT's MPC
+on the true state drives the plant (dopri5, process noise 3e-3 per state), the sensors add noise of standard
+deviation 0.01, and both estimators start from a prior off the truth (P0 = 0.1 I). Printed per model:
 
 - the EKF exported in float for the Cortex-M4 (`shooting.codegen.export_estimator`, checked on the emulated
   board): cycles per update (median and largest, by the project's cycle model at 168 MHz), flash and RAM;
@@ -44,33 +44,33 @@ def discretisation(model: shooting.Model) -> dict[str, object]:
 
 
 def run(model: shooting.Model, samples: int, horizon: int, seed: int = 3) -> dict[str, float]:
-    """Both estimators on one simulated run: their RMS errors and the MHE's median solve time."""
+    """Both estimators along the model's default scenario (IPOPT's MPC on the true state, process noise of
+    standard deviation 3e-3 per state, the plant dopri5): their RMS errors and the MHE's median solve time."""
     ny = sensors(model)
     step = discretisation(model)
+    scenario = shooting.default_scenario(model).with_changes(sim_steps=samples)
+    ocp = shooting.build_ocp(scenario, model)
+    truth = shooting.simulate_closed_loop(shooting.MPCController(ocp), scenario.x0, samples, noise_std=3e-3,
+                                          seed=seed, reference=scenario.reference, progress=False,
+                                          plant_method=scenario.plant_method, plant_steps=scenario.plant_steps)
     Q, R, P0 = 1e-5 * np.eye(model.nx), 1e-4 * np.eye(ny), 0.1 * np.eye(model.nx)
     rng = np.random.default_rng(seed)
-    prior = model.x0 + 0.1 * rng.standard_normal(model.nx)
+    prior = np.asarray(scenario.x0, dtype=float) + 0.1 * rng.standard_normal(model.nx)
     ekf = shooting.EKF(model, None, Q=Q, R=R, x0=prior, P0=P0, **step)  # type: ignore[arg-type]
     mhe = shooting.MHE(model, None, horizon, Q=Q, R=R, x0=prior, P0=P0, **step)  # type: ignore[arg-type]
-    lo = np.where(np.isfinite(model.u_min), model.u_min, model.u0 - 1.0)
-    hi = np.where(np.isfinite(model.u_max), model.u_max, model.u0 + 1.0)
-    x = model.x0.copy()
-    truth, e_ekf, e_mhe, times = [], [], [], []
-    for k in range(samples):
-        u = np.clip(model.u0 + 0.1 * (hi - lo) * rng.standard_normal(model.nu), lo, hi)
-        x = np.array(ekf.problem.advance(x, u, model.p0, k * ekf.dt)["x_next"], dtype=float).reshape(-1)
-        x = x + np.sqrt(np.diag(Q)) * rng.standard_normal(model.nx)
+    e_ekf, e_mhe, times = [], [], []
+    for k in range(truth.steps):
+        x, u = truth.x[k + 1], truth.u[k]
         y = np.array(ekf.measurement_function(x, u, model.p0), dtype=float).reshape(-1)
         y = y + np.sqrt(np.diag(R)) * rng.standard_normal(ny)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            e_ekf.append(ekf.update(y, u, k * ekf.dt)[0] - x)
+            e_ekf.append(ekf.update(y, u, truth.t[k])[0] - x)
             t0 = time.perf_counter()
-            e_mhe.append(mhe.update(y, u, k * ekf.dt)[0] - x)
+            e_mhe.append(mhe.update(y, u, truth.t[k])[0] - x)
             times.append(time.perf_counter() - t0)
-        truth.append(x)
-    spread = np.maximum(np.ptp(np.array(truth), axis=0), 1e-3)
-    half = samples // 2
+    spread = np.maximum(np.ptp(truth.x, axis=0), 1e-3)
+    half = truth.steps // 2
 
     def rms(errors: list[np.ndarray]) -> float:
         return float(np.sqrt(np.mean((np.array(errors[half:]) / spread) ** 2)))
