@@ -8,14 +8,13 @@ and checks each sample's data.
 
 from __future__ import annotations
 
-import casadi as ca
 import numpy as np
 import numpy.typing as npt
 
 from shooting import _validate
 from shooting.estimate.kalman import ekf_update, ekf_update_function
 from shooting.estimate.measurement import MeasurementFunction
-from shooting.estimate.problem import EstimationProblem
+from shooting.estimate.problem import EstimationProblem, SensorsView
 from shooting.model import Model
 from shooting.tableaus.tableau import ButcherTableau
 
@@ -24,7 +23,7 @@ __all__ = ["EKF"]
 FloatArray = npt.NDArray[np.float64]
 
 
-class EKF:
+class EKF(SensorsView):
     """Extended Kalman filter: predict with the model's step over dt, correct with the sensors (Joseph form).
 
     Process and sensors (`shooting.estimate.problem`)::
@@ -113,36 +112,6 @@ class EKF:
         self.last_valid = np.ones(self.ny, dtype=bool)
         self.innovation = np.zeros(self.ny)
         self.innovation_covariance = np.zeros((self.ny, self.ny))
-
-    @property
-    def measurement_function(self) -> ca.Function:
-        """``h(x, u, p) -> y``, the sensors as a CasADi Function."""
-        return self.problem.h
-
-    @property
-    def ny(self) -> int:
-        """Number of measured quantities."""
-        return self.problem.ny
-
-    @property
-    def dt(self) -> float:
-        """Sampling time."""
-        return self.problem.dt
-
-    @property
-    def sensors(self) -> tuple[str, ...]:
-        """A label per measured row (the state's name where the row is a state)."""
-        return self.problem.sensors
-
-    @property
-    def Q(self) -> FloatArray:
-        """Process noise covariance (nx, nx)."""
-        return self.problem.Q.copy()
-
-    @property
-    def R(self) -> FloatArray:
-        """Measurement noise covariance (ny, ny)."""
-        return self.problem.R.copy()
 
     def update(self, y: npt.ArrayLike, u: npt.ArrayLike, t: float = 0.0,
                p: npt.ArrayLike | None = None) -> tuple[FloatArray, FloatArray]:

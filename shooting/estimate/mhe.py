@@ -15,7 +15,6 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-import casadi as ca
 import numpy as np
 import numpy.typing as npt
 
@@ -23,7 +22,7 @@ from shooting import _validate
 from shooting.estimate.kalman import ekf_update, ekf_update_function, evaluate
 from shooting.estimate.measurement import MeasurementFunction
 from shooting.estimate.mhe_nlp import WindowNLP, WindowSolution
-from shooting.estimate.problem import EstimationProblem, Sample
+from shooting.estimate.problem import EstimationProblem, Sample, SensorsView
 from shooting.model import Model
 from shooting.tableaus.tableau import ButcherTableau
 
@@ -35,7 +34,7 @@ FloatArray = npt.NDArray[np.float64]
 MAX_HORIZON = 1000
 
 
-class MHE:
+class MHE(SensorsView):
     """Moving-horizon estimator: the full-information cost over the last `horizon` samples, solved by IPOPT.
 
     Over the window's states x_0..x_M (M <= horizon intervals, x_M the newest) it minimises ::
@@ -113,21 +112,6 @@ class MHE:
                                                    _validate.sanitized_identifier(f"{model.name}_mhe_arrival"))
         self._nlps: dict[int, WindowNLP] = {}
         self.reset()
-
-    @property
-    def measurement_function(self) -> ca.Function:
-        """``h(x, u, p) -> y``, the sensors as a CasADi Function."""
-        return self.problem.h
-
-    @property
-    def ny(self) -> int:
-        """Number of measured quantities."""
-        return self.problem.ny
-
-    @property
-    def dt(self) -> float:
-        """Sampling time."""
-        return self.problem.dt
 
     def reset(self, x0: npt.ArrayLike | None = None, P0: npt.ArrayLike | None = None) -> None:
         """Forget every sample and start again from a prior: `x0`, `P0`, or the constructor's where not given.

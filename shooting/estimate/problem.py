@@ -28,7 +28,7 @@ from shooting.integrate.integrator import build_integrator
 from shooting.model import Model
 from shooting.tableaus.tableau import ButcherTableau
 
-__all__ = ["EstimationProblem", "MissingMeasurementWarning", "Sample"]
+__all__ = ["EstimationProblem", "MissingMeasurementWarning", "Sample", "SensorsView"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -179,3 +179,41 @@ class EstimationProblem:
             warnings.warn(f"{self.who} at t = {tv:g}: the measurement of {what} is NaN: its correction is skipped, "
                           f"the estimate is predicted only", MissingMeasurementWarning, stacklevel=3)
         return Sample(np.where(missing, 0.0, yv), (~missing).astype(float), uv, pv, tv)
+
+
+class SensorsView:
+    """What an estimator (`EKF`, `MHE`) tells about its sensors and sampling, read from its `EstimationProblem`
+    (``self.problem``)."""
+
+    problem: EstimationProblem
+
+    @property
+    def measurement_function(self) -> ca.Function:
+        """``h(x, u, p) -> y``, the sensors as a CasADi Function."""
+        return self.problem.h
+
+    @property
+    def ny(self) -> int:
+        """Number of measured quantities."""
+        return self.problem.ny
+
+    @property
+    def dt(self) -> float:
+        """Sampling time."""
+        return self.problem.dt
+
+    @property
+    def sensors(self) -> tuple[str, ...]:
+        """A label per measured row (the state's name where the row is a state)."""
+        return self.problem.sensors
+
+    @property
+    def Q(self) -> FloatArray:
+        """Process noise covariance (nx, nx)."""
+        return self.problem.Q.copy()
+
+    @property
+    def R(self) -> FloatArray:
+        """Measurement noise covariance (ny, ny)."""
+        return self.problem.R.copy()
+
