@@ -153,3 +153,22 @@ def test_sweep_rows_carry_the_csv_names() -> None:
     for row in result.rows:
         assert row["x0_theta"] == row["x0"][0] and row["x0_omega"] == row["x0"][1]
     np.testing.assert_array_equal(result.column("x0_theta"), [r["x0_theta"] for r in result.rows])
+
+
+def test_the_sweep_line_says_samples_not_ok(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+                                            tmp_path: Path) -> None:
+    # acfd672's summary line said "25 succeeded" where every case had samples stopped by the budget; the line now
+    # counts the cases with samples not ok, by their most frequent reason (a sweep result stands in for the run).
+    from shooting import cli
+    from shooting.sweeps import SweepResult
+
+    summary = {"cost": {"p50": 1.0}, "final_error": {"p50": 0.01}, "cases": 25, "cases_resumed": 0,
+               "run_on": {"where": "this process"}, "succeeded": 25, "success_rate": 1.0, "tolerance": 0.05,
+               "wall_time": 1.0, "failed_steps_total": 31,
+               "solver_failures": {"cases": 25, "reasons": {"budget": 24, "line search failed": 1}}}
+    monkeypatch.setattr("shooting.sweeps.sweep", lambda *a, **k: SweepResult((), (), summary, tmp_path, []))
+    assert cli.main(["sweep", "--model", "pendulum", "--cases", "25", "--workers", "1", "-q", "--out",
+                     str(tmp_path / "s")]) == 0
+    out = capsys.readouterr().out
+    assert "25 succeeded" in out
+    assert "25 of 25 cases had samples that did not end ok (31 samples in all" in out and "budget 24" in out
