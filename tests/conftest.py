@@ -64,7 +64,7 @@ def _sigint_as_a_terminal_gives_it() -> Iterator[None]:
 
 # The everyday tier is ``pytest -m "not slow"``: these modules build and run C (on the host and the emulated
 # Cortex-M4), call IPOPT for references, start subprocesses, Dask clusters or benchmarks; each of their tests is
-# marked slow. Chosen by measured durations (``pytest --durations=0``): the rest runs in about 6 minutes on 2 cores (-n 2).
+# marked slow. Chosen by measured durations (``pytest --durations=0``): the rest runs in about 6 minutes (-n 2).
 SLOW_MODULES = frozenset({
     "test_adjoint", "test_check_explained", "test_check_faults", "test_check_line", "test_closed_loop",
     "test_constraints_rti", "test_controller", "test_controller_reach", "test_costs_rti", "test_cycles", "test_dae_c",
