@@ -283,8 +283,10 @@ def controller_spec(ocp: MultipleShootingOCP, *, x0: object = None, guess: tuple
             "IPOPT's solution of the OCP from x0 = [" + ", ".join(f"{v:.6g}" for v in start) + "] (scaled)"
         return dataclasses.replace(spec, user_model=m, x_scale=dx, u_scale=du, guess_origin=origin)
     budget = budget_defaults(max_qp_iterations, max_sqp_iterations)
+    path, terminal = constraint_functions(ocp)
     hessian_choice, sqp_choice = hessians(hessian, ocp.problem.cost.stage_cost, ocp.problem.cost.terminal_cost,
-                                          _validate.choice(real, REALS, "real"), curved_constraints(ocp))
+                                          _validate.choice(real, REALS, "real"),
+                                          curved_constraints(ocp, (path, terminal)))
     m = ocp.model
     if m.nz and (np.isfinite(m.z_min).any() or np.isfinite(m.z_max).any()):
         raise ValueError(f"the C controller does not impose the bounds on the algebraic states of model {m.name} "
@@ -316,7 +318,6 @@ def controller_spec(ocp: MultipleShootingOCP, *, x0: object = None, guess: tuple
         origin = "a trajectory given to export_controller"
     bounded = np.flatnonzero(np.isfinite(ocp.x_min) | np.isfinite(ocp.x_max))
     step = build_integrator(model, ocp.method, ocp.steps, "forward", name=f"{model.name}_mpc_step")
-    path, terminal = constraint_functions(ocp)
     cost_model, cost_model_n = cost_expansions(ocp)
     cost_value, cost_value_n = cost_values(ocp)
     curvature, curvature_n = curvature_functions(ocp, unroll=None) if "exact" in (hessian_choice, sqp_choice) else \

@@ -158,10 +158,7 @@ class EKF(SensorsView):
         x0 : array_like, shape (nx,), optional
         P0 : array_like, shape (nx, nx) or (nx,), optional
         """
-        nx = self.model.nx
-        self.x_hat = self.problem.x0.copy() if x0 is None else _validate.vector(x0, nx, "x0", broadcast=False)
-        self.P = self.problem.P0.copy() if P0 is None else _validate.covariance(
-            P0, nx, "P0", meaning="the prior's covariance")
+        self.x_hat, self.P = self.problem.prior(x0, P0)
         self.z = self.model.z0.copy() if self.model.nz else None
         self.last_corrected, self.last_valid = True, np.ones(self.ny, dtype=bool)
 

@@ -121,15 +121,12 @@ class MHE(SensorsView):
         x0 : array_like, shape (nx,), optional
         P0 : array_like, shape (nx, nx) or (nx,), optional
         """
-        nx = self.model.nx
-        self.x_prior = self.problem.x0.copy() if x0 is None else _validate.vector(x0, nx, "x0", broadcast=False)
-        self.P = self.problem.P0.copy() if P0 is None else _validate.covariance(
-            P0, nx, "P0", meaning="the prior's covariance")
+        self.x_prior, self.P = self.problem.prior(x0, P0)
         self._z: FloatArray | None = self.model.z0.copy() if self.model.nz else None
         self._samples: list[Sample] = []
         self._solution: WindowSolution | None = None
         self.x_hat = self.x_prior.copy()
-        self.window_states = self.x_prior.reshape(1, nx).copy()
+        self.window_states = self.x_prior.reshape(1, -1).copy()
         self.last_success, self.last_status, self.last_iterations = True, "", 0
         self.last_corrected = True
 

@@ -133,6 +133,13 @@ class EstimationProblem:
         if _validate.flag(check_observability, "check_observability"):
             self._check_observability()
 
+    def prior(self, x0: Any = None, P0: Any = None) -> tuple[FloatArray, FloatArray]:
+        """A prior (mean (nx,), covariance (nx, nx)), validated: `x0`, `P0`, or the constructor's where None."""
+        nx = self.model.nx
+        x = self.x0.copy() if x0 is None else _validate.vector(x0, nx, "x0", broadcast=False)
+        P = self.P0.copy() if P0 is None else _validate.covariance(P0, nx, "P0", meaning="the prior's covariance")
+        return x, P
+
     def advance(self, x: Any, u: Any, p: Any, t: Any, z: Any = None) -> dict[str, Any]:
         """The step's outputs by name at numbers or symbols (``z`` the algebraic guess; default ``model.z0``)."""
         args = {"x": x, "u": u, "p": p, "t0": t, "dt": self.dt}

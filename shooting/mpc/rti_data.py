@@ -186,10 +186,12 @@ def constraint_functions(ocp: MultipleShootingOCP) -> tuple[ca.Function | None, 
     return path, terminal
 
 
-def curved_constraints(ocp: MultipleShootingOCP) -> bool:
+def curved_constraints(ocp: MultipleShootingOCP,
+                       functions: tuple[ca.Function | None, ca.Function | None] | None = None) -> bool:
     """Whether the OCP's path or terminal constraints are not linear in x and u (their Jacobians depend on them):
-    then the Lagrangian's Hessian holds their curvature (`shooting.mpc.costs.hessians`)."""
-    path, terminal = constraint_functions(ocp)
+    then the Lagrangian's Hessian holds their curvature (`shooting.mpc.costs.hessians`). `functions`: the OCP's
+    `constraint_functions` where the caller has them already."""
+    path, terminal = constraint_functions(ocp) if functions is None else functions
     for f in (path, terminal):
         if f is not None:
             ins = [ca.SX.sym(f.name_in(i), f.size1_in(i)) for i in range(f.n_in())]
