@@ -307,6 +307,11 @@ def _add_controller(sub: "argparse._SubParsersAction[_Parser]") -> None:
                      help="also write OUT/firmware/: startup code, linker script, clock (168 MHz) and USART set-up "
                           "and a main.c running the check's closed loop on the board; make -C OUT/firmware builds "
                           "firmware.elf (QEMU's netduinoplus2 runs it)")
+    ctl.add_argument("--estimator", choices=("ekf",),
+                     help="with --firmware: output feedback on the board, the controller sees an EKF's estimate "
+                          "from the model's default sensors (its C beside the controller's)")
+    ctl.add_argument("--measurement-noise", type=_nonnegative_float, metavar="S",
+                     help="standard deviation of the board's sensors' noise (with --estimator; default 0)")
     ctl.add_argument("--name", help="C prefix (default the model's name): NAME_mpc.c, NAME_mpc.h")
     _add_output_arguments(ctl, lint="do not warn when the step is outside its stability region at x0",
                           quiet="no progress lines")

@@ -322,6 +322,10 @@ def _run_controller(args: argparse.Namespace) -> int:
         ("--check-steps", args.check_steps is not None and not args.check, "without --check", "add --check"),
         ("--check-noise", args.check_noise is not None and not args.check, "without --check", "add --check"),
         ("--check-x0", args.check_x0 is not None and not args.check, "without --check", "add --check"),
+        ("--estimator", args.estimator is not None and args.firmware is None, "without --firmware",
+         "add --firmware stm32f405"),
+        ("--measurement-noise", args.measurement_noise is not None and args.estimator is None,
+         "without --estimator", "add --estimator ekf"),
     ])
     check_controller_export(args.out, args.name, real=args.real, target=args.target, check=args.check,
                             force=args.force)
@@ -343,8 +347,11 @@ def _run_controller(args: argparse.Namespace) -> int:
                           f"here: the OCP of {model.name} has neither state bounds nor soft path constraints",
                           "bound a state or add path_constraints") for option, given in slack])
     check_x0 = None if args.check_x0 is None else _parse_vector(args.check_x0, model.nx, "--check-x0", model.name)
+    estimator = None if args.estimator is None else _board_ekf(model, ocp.dt, scenario.x0 if check_x0 is None
+                                                               else check_x0, args.measurement_noise or 0.0)
     report = export_controller(ocp, args.out, real=args.real, target=args.target, check=args.check,
                                force=args.force, name=args.name, x0=scenario.x0, check_x0=check_x0,
+                               estimator=estimator, measurement_noise=args.measurement_noise or 0.0,
                                reference=scenario.reference,
                                **({} if args.check_steps is None else {"check_steps": args.check_steps}),
                                check_noise=args.check_noise or 0.0, max_qp_iterations=args.max_qp_iterations,
@@ -364,6 +371,16 @@ def _sensor_count(model: shooting.Model) -> int:
 
     h = shooting.default_measurement(model)
     return int(ca.SX(h(ca.SX.sym("x", model.nx), ca.SX.sym("u", model.nu), ca.SX.sym("p", model.np))).size1())
+
+
+def _board_ekf(model: shooting.Model, dt: float, x0: Any, noise: float) -> shooting.EKF:
+    """The firmware's EKF of ``controller --estimator ekf``: the model's default sensors, Q = 1e-4 I, R the
+    noise's variance (at least 1e-6), the prior the loop's start with P0 = 1e-4 I."""
+    import numpy as np
+
+    ny = _sensor_count(model)
+    return shooting.EKF(model, None, Q=1e-4 * np.eye(model.nx), R=max(noise**2, 1e-6) * np.eye(ny), x0=x0,
+                        P0=1e-4 * np.eye(model.nx), dt=dt)
 
 
 def cmd_estimator(args: argparse.Namespace) -> int:

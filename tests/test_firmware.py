@@ -81,3 +81,66 @@ def test_firmware_is_ours_to_replace_and_never_a_users(tmp_path: Path) -> None:
     (out / "firmware" / "main.c").write_text("/* mine */")
     assert main([*args, "--firmware", "stm32f405"]) == 2  # a user's main.c is never overwritten
     assert (out / "firmware" / "main.c").read_text() == "/* mine */"
+
+
+@pytest.mark.parametrize("model, real, noise", [("cartpole", "float", 0.01), ("vanderpol", "double", 0.05)])
+def test_firmware_with_an_ekf_is_the_hosts_output_feedback_loop(model: str, real: str, noise: float,
+                                                                tmp_path: Path) -> None:
+    """``--estimator ekf``: the board's controller sees the EKF's estimate from noisy sensors. Independent truth:
+    the same export's controller in the host's output-feedback loop (`simulate_closed_loop` with the Python EKF
+    of the manifest's Q, R and prior, the same noise stream), not the firmware's C."""
+    out = tmp_path / "ctl"
+    assert main(["controller", "--model", model, "--real", real, "--check", "--check-steps", str(STEPS),
+                 "--firmware", "stm32f405", "--estimator", "ekf", "--measurement-noise", str(noise),
+                 "--out", str(out), "--quiet"]) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    est = manifest["firmware"]["estimator"]
+    assert est["type"] == "ekf" and est["measurement_noise"] == [noise] * len(est["sensors"])
+    assert {"firmware/shooting_sensors.c", f"firmware/{model}_ekf.c"} <= set(manifest["files"])
+    samples, text = _run_firmware(out)
+    m = shooting.load_model(model)
+    assert len(samples) == STEPS, text[-500:]
+    assert all(int(s[1 + m.nu]) == 0 for s in samples), text[-500:]
+    ekf = shooting.EKF(m, None, Q=np.array(est["Q"]), R=np.array(est["R"]), x0=est["x0"], P0=np.array(est["P0"]))
+    host = shooting.simulate_closed_loop(load_controller(out), est["x0"], STEPS, estimator=ekf,
+                                         measurement_noise=noise, seed=est["seed"], plant_method=PLANT_METHOD,
+                                         plant_steps=PLANT_STEPS, progress=False)
+    u_board = np.array([s[1:1 + m.nu] for s in samples])
+    x_hat_board = np.array([s[4 + m.nu:4 + m.nu + m.nx] for s in samples])
+    span = m.u_max - m.u_min
+    allowed = manifest["check_host"]["input_tolerance"]
+    # each line's estimate is the one the controller was given; the first differs from the host's by rounding only
+    # (9 printed digits in double; the float EKF's rounding in float), the loop carries it on as above
+    scale = np.maximum(np.abs(host.x_hat[:STEPS]).max(0), 1.0)
+    digits = 1e-8 if real == "double" else 1e-4
+    assert (np.abs(x_hat_board - host.x_hat[:STEPS]) / scale).max() <= digits
+    error = np.abs(u_board - host.u) / span
+    assert error[:5].max() <= max(allowed, 1e-8), (error[:5].max(), allowed)
+    assert error.max() <= 10 * max(allowed, 1e-8)
+    # the estimate is not the state: the sensors see part of it, with noise
+    assert np.abs(host.x_hat - host.x).max() > 10 * noise / 100
+
+
+def test_firmware_estimator_options_are_refused_with_one_line(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "ctl"
+    base = ["controller", "--model", "vanderpol", "--out", str(out), "--quiet"]
+    assert main([*base, "--estimator", "ekf"]) == 2  # no firmware to run it
+    assert "--firmware" in capsys.readouterr().err
+    assert main([*base, "--firmware", "stm32f405", "--measurement-noise", "0.1"]) == 2  # noise without an estimator
+    assert "--estimator" in capsys.readouterr().err
+    assert not out.exists()
+    m = shooting.load_model("vanderpol")
+    ocp = shooting.build_ocp(shooting.default_scenario(m), m)
+    mhe = shooting.MHE(m, None, 5, Q=1e-4 * np.eye(2), R=1e-4 * np.eye(1))
+    with pytest.raises(ValueError, match="EKF"):
+        shooting.codegen.export_controller(ocp, out, firmware="stm32f405", estimator=mhe)
+    slow = shooting.EKF(m, None, Q=1e-4 * np.eye(2), R=1e-4 * np.eye(1), dt=2 * ocp.dt)
+    with pytest.raises(ValueError, match="dt"):
+        shooting.codegen.export_controller(ocp, out, firmware="stm32f405", estimator=slow)
+    ekf = shooting.EKF(m, None, Q=1e-4 * np.eye(2), R=1e-4 * np.eye(1))
+    with pytest.raises(ValueError, match="firmware"):
+        shooting.codegen.export_controller(ocp, out, estimator=ekf)
+    with pytest.raises(ValueError, match="measurement_noise"):
+        shooting.codegen.export_controller(ocp, out, firmware="stm32f405", estimator=ekf, measurement_noise=-1.0)
+    assert not out.exists()

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from shooting import _files, _validate
 from shooting.codegen import toolchain
@@ -52,6 +53,8 @@ from shooting.controller.check import (
 )
 from shooting.controller.diagnosis import explain, status_hint
 from shooting.controller.firmware import BOARDS, FIRMWARE_DIR, NETDUINOPLUS2_ARGS, firmware_files
+from shooting.controller.firmware_estimator import board_estimator
+from shooting.estimate.ekf import EKF
 from shooting.mpc.controllers import ReferenceFunction, sample_horizon
 from shooting.mpc.ocp import MultipleShootingOCP
 from shooting.mpc.scenarios import Scenario, build_ocp
@@ -365,6 +368,8 @@ def export_controller(
     keep_failed: bool = False,
     hessian: ControllerHessian = "auto",
     firmware: str | None = None,
+    estimator: EKF | None = None,
+    measurement_noise: npt.ArrayLike = 0.0,
 ) -> ExportReport:
     """Export the real-time-iteration controller of `ocp` as C into `out_dir`, optionally checked.
 
@@ -448,6 +453,17 @@ def export_controller(
         the check's closed loop (`check_steps` samples from `x0`) on the
         board, with a Makefile; ``make -C OUT/firmware`` builds
         ``firmware.elf`` (QEMU's ``netduinoplus2`` runs it).
+    estimator : EKF, optional
+        With `firmware`: output feedback on the board
+        (`shooting.controller.firmware_estimator`). The EKF's C (in `real`)
+        runs beside the controller, updated after each plant step from the
+        plant's sensors (its measurement) plus noise, and the controller sees
+        its estimate, as ``simulate_closed_loop(..., estimator=estimator,
+        measurement_noise=measurement_noise, seed=0)`` runs the same loop on
+        the host. Its model must be the controller's (nx, nu), its dt the
+        OCP's; its prior (x0, P0) is the loop's.
+    measurement_noise : float or array_like, shape (ny,), default 0.0
+        Standard deviations of the sensors' noise in the firmware's loop.
 
     Returns
     -------
@@ -492,6 +508,7 @@ def export_controller(
     if firmware is not None:
         firmware = _validate.choice(firmware, BOARDS, "firmware")
     noise = _validate.real(check_noise, "check_noise", minimum=0.0)
+    board_est = board_estimator(estimator, measurement_noise, firmware, ocp, name, real, steps)
 
     say(f"solving the OCP from x0 with IPOPT for the initial guess (N = {ocp.horizon})")
     try:
@@ -512,12 +529,14 @@ def export_controller(
     errors = {"u": max((r.worst["u"] for r in runs.checks), default=0.0)} if runs.checks else {}
     sizes = runs.sizes()
     board_files = {} if firmware is None else firmware_files(spec, f"{name}_mpc", loop.x0, steps, firmware,
-                                                             real=real, reference=reference)
+                                                             real=real, reference=reference,
+                                                             estimator=board_est)
     extra: dict[str, Any] = {} if firmware is None else {
         "files": controller_files(name) + sorted(board_files),
         "firmware": {"board": firmware, "build": f"make -C {FIRMWARE_DIR}",
                      "run": f"qemu-system-arm {' '.join(NETDUINOPLUS2_ARGS)} -kernel {FIRMWARE_DIR}/firmware.elf",
-                     "samples": steps, "x0": [float(v) for v in loop.x0], "reference": loop.label}}
+                     "samples": steps, "x0": [float(v) for v in loop.x0], "reference": loop.label,
+                     **({} if board_est is None else {"estimator": board_est.description})}}
     export = generate_controller(spec, name, real=real, sizes=sizes, metadata={**dict(metadata or {}),
                                                                                 **runs.measured, **extra})
     size = runs.size

@@ -18,6 +18,8 @@ writes ``firmware/`` beside the controller's files:
   over USART1, ``k u_1 ... u_nu status qp_iterations cycles`` (cycles: the DWT counter around feedback, shift
   and prepare), then a summary line (samples that failed apart from those stopped by the budget, whose input
   is finite and within its bounds), then the exit. A check with a time-varying reference follows it here too.
+  With an estimator (`shooting.controller.firmware_estimator`) the controller sees the EKF's estimate from the
+  plant's sensors and each line ends with that estimate.
 * ``Makefile``: ``make`` builds ``firmware.elf`` with arm-none-eabi-gcc and newlib-nano.
 
 QEMU 7.2 emulates the board as ``netduinoplus2`` (its USART1 is the first ``-serial``); it models neither
@@ -36,6 +38,7 @@ from shooting.codegen.qemu_mps2 import FAULT_EXIT_CODE, MPS2_AN386_LINKER_SCRIPT
 from shooting.codegen.toolchain import M4_CFLAGS
 from shooting.controller.board import PLANT_METHOD, PLANT_STEPS, reference_tables
 from shooting.controller.c_source import ControllerSpec
+from shooting.controller.firmware_estimator import FirmwareEstimator
 from shooting.integrate.integrator import build_integrator
 from shooting.mpc.controllers import ReferenceFunction
 
@@ -274,12 +277,12 @@ _MAIN = """\
 #include "board.h"
 #include "{stem}.h"
 #include "shooting_plant.h"
-
+{estimator_includes}
 #define STEPS {steps}
 static const double x_init[{nx}] = {{{x0}}};
 static const double p_plant[{np1}] = {{{p}}};
 static double z_plant[{nz1}] = {{{z0}}};  /* a DAE plant's algebraic states: consistent at x0, then warm */
-{reference_tables}
+{reference_tables}{estimator_declarations}
 static void put_line(const char* text) {{ shooting_puts(text); }}
 
 int main(void) {{
@@ -300,7 +303,7 @@ int main(void) {{
     return 3;
   }}
   for (k = 0; k < STEPS; ++k) {{
-    for (i = 0; i < {nx}; ++i) xr[i] = ({name}_real)x[i];
+    for (i = 0; i < {nx}; ++i) xr[i] = ({name}_real){feedback_state}[i];
     start = shooting_cycles();
 {set_reference}    st = {stem}_feedback(mem, xr, u);
     (void){stem}_shift(mem);
@@ -316,10 +319,11 @@ int main(void) {{
       snprintf(line, sizeof line, " %.9g", ud[i]);
       put_line(line);
     }}
-    snprintf(line, sizeof line, " %d %d %lu\\n", st, mem->qp_iterations_sample, (unsigned long)cycles);
+    snprintf(line, sizeof line, " %d %d %lu", st, mem->qp_iterations_sample, (unsigned long)cycles);
     put_line(line);
+{estimate_columns}    put_line("\\n");
     if (shooting_plant_step(x, ud, p_plant, {dt} * k, {dt}, {plant_z}xn, 0, 0{plant_z_out})) return 4;
-    for (i = 0; i < {nx}; ++i) x[i] = xn[i];
+{estimate_call}    for (i = 0; i < {nx}; ++i) x[i] = xn[i];
   }}
   snprintf(line, sizeof line, "done %d samples, %d failed, %d stopped by the budget, worst %lu cycles\\n", STEPS,
            failed, budget, (unsigned long)worst);
@@ -339,9 +343,9 @@ CFLAGS = {cflags} -std=c99 -O2 -Wall -Wextra -ffunction-sections -fdata-sections
 HSE_HZ ?= 8000000
 SEMIHOSTING ?= 1
 LDFLAGS = --specs=nano.specs --specs=nosys.specs -nostartfiles -T stm32f405.ld -Wl,--gc-sections -u _printf_float
-SOURCES = startup_stm32f405.S system_stm32f405.c main.c shooting_plant.c ../{stem}.c
+SOURCES = startup_stm32f405.S system_stm32f405.c main.c shooting_plant.c ../{stem}.c{estimator_sources}
 
-firmware.elf: $(SOURCES) board.h stm32f405.ld ../{stem}.h shooting_plant.h
+firmware.elf: $(SOURCES) board.h stm32f405.ld ../{stem}.h shooting_plant.h{estimator_headers}
 \t$(CC) $(CFLAGS) -DHSE_HZ=$(HSE_HZ)u -DSEMIHOSTING=$(SEMIHOSTING) $(SOURCES) $(LDFLAGS) -lm -o $@
 
 run: firmware.elf
@@ -355,7 +359,8 @@ clean:
 
 
 def firmware_files(spec: ControllerSpec, stem: str, x0: FloatArray, steps: int, board: str = "stm32f405", *,
-                   real: str = "double", reference: ReferenceFunction | None = None) -> dict[str, str]:
+                   real: str = "double", reference: ReferenceFunction | None = None,
+                   estimator: FirmwareEstimator | None = None) -> dict[str, str]:
     """The firmware's files for the controller export `stem` (``NAME_mpc``), relative to the export's folder.
 
     Parameters
@@ -372,6 +377,9 @@ def firmware_files(spec: ControllerSpec, stem: str, x0: FloatArray, steps: int, 
         The controller's real type (of the reference's tables).
     reference : callable ``t -> (x_ref, u_ref)``, optional
         The check's time-varying reference, followed sample by sample (`shooting.controller.board.reference_tables`).
+    estimator : FirmwareEstimator, optional
+        Output feedback (`shooting.controller.firmware_estimator`): the controller sees the EKF's estimate from
+        the plant's sensors, each sample's line ends with that estimate.
 
     Returns
     -------
@@ -393,9 +401,27 @@ def firmware_files(spec: ControllerSpec, stem: str, x0: FloatArray, steps: int, 
         x0=", ".join(repr(float(v)) for v in x0), p=", ".join(repr(float(v)) for v in model.p0) or "0.0",
         nz1=max(model.nz, 1), z0=", ".join(repr(float(v)) for v in z_start) or "0.0",
         dt=literal(spec.dt, "double"), plant_z="z_plant, " if model.nz else "",
-        plant_z_out=", z_plant" if model.nz else "")
-    files = {"Makefile": _MAKEFILE.format(stem=stem, cflags=" ".join(M4_CFLAGS), qemu=" ".join(NETDUINOPLUS2_ARGS)),
+        plant_z_out=", z_plant" if model.nz else "", **_estimator_text(estimator, model.nx))
+    headers = "" if estimator is None else "".join(f" {f}" for f in sorted(estimator.files) if f.endswith(".h"))
+    files = {"Makefile": _MAKEFILE.format(stem=stem, cflags=" ".join(M4_CFLAGS), qemu=" ".join(NETDUINOPLUS2_ARGS),
+                                          estimator_sources="" if estimator is None else estimator.sources,
+                                          estimator_headers=headers),
              "startup_stm32f405.S": _STARTUP, "stm32f405.ld": _LINKER, "system_stm32f405.c": _SYSTEM,
              "board.h": _BOARD_H, "main.c": main}
     files.update({fname: text for fname, text in plant_c.files.items() if fname.endswith((".c", ".h"))})
+    files.update({} if estimator is None else estimator.files)
     return {f"{FIRMWARE_DIR}/{fname}": text for fname, text in files.items()}
+
+
+def _estimator_text(estimator: FirmwareEstimator | None, nx: int) -> dict[str, str]:
+    """main.c's placeholders of output feedback (the state itself without an estimator)."""
+    if estimator is None:
+        return {"estimator_includes": "", "estimator_declarations": "", "feedback_state": "x",
+                "estimate_columns": "", "estimate_call": ""}
+    columns = (f"    for (i = 0; i < {nx}; ++i) {{\n"
+               f"      snprintf(line, sizeof line, \" %.9g\", (double)ekf_x[i]);\n"
+               f"      put_line(line);\n    }}\n")
+    call = ("    if (estimate(k, xn, ud, p_plant)) {\n      put_line(\"estimator failed\\n\");\n      return 6;\n"
+            "    }\n")
+    return {"estimator_includes": estimator.includes, "estimator_declarations": estimator.declarations,
+            "feedback_state": "ekf_x", "estimate_columns": columns, "estimate_call": call}

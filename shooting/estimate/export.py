@@ -34,7 +34,8 @@ from shooting.estimate.ekf import EKF
 from shooting.estimate.mhe import MHE
 from shooting.options import REALS, TARGETS, Real, Target
 
-__all__ = ["CHECK_SAMPLES", "COSTED", "ESTIMATOR_KIND", "check_vectors", "estimator_function", "export_estimator"]
+__all__ = ["CHECK_SAMPLES", "COSTED", "ESTIMATOR_KIND", "check_vectors", "estimator_description", "estimator_function",
+           "export_estimator"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -191,7 +192,7 @@ def export_estimator(
     check_export(out, name, real=real, target=target, check=check, force=force)
     F = estimator_function(estimator, name)
     say(f"generating the EKF's C ({real}, {F.n_instructions()} CasADi instructions)")
-    meta = {"kind": ESTIMATOR_KIND, "estimator": _description(estimator), **dict(metadata or {})}
+    meta = {"kind": ESTIMATOR_KIND, "estimator": estimator_description(estimator), **dict(metadata or {})}
     export = generate_c(F, name, real=real, metadata=meta)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -212,7 +213,7 @@ def export_estimator(
     return dataclasses.replace(report, lines=(*report.lines, line)) if line else report
 
 
-def _description(ekf: EKF) -> dict[str, Any]:
+def estimator_description(ekf: EKF) -> dict[str, Any]:
     """The manifest's ``estimator`` entry: what `load_estimator` needs besides the compiled C."""
     model, problem = ekf.model, ekf.problem
     method = problem.method if isinstance(problem.method, str) else (problem.method.name or "custom")

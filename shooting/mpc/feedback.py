@@ -20,13 +20,19 @@ import numpy.typing as npt
 from shooting import _validate
 from shooting.model import Model
 
-__all__ = ["Estimator", "Sensors"]
+__all__ = ["Estimator", "Sensors", "measurement_noise_stream"]
 
 FloatArray = npt.NDArray[np.float64]
 
 #: The measurement noise's stream is the run's seed's child of this number (the process noise keeps the seed's
 #: own stream, so adding sensors does not change a seeded run's plant).
 _NOISE_STREAM = 1
+
+
+def measurement_noise_stream(seed: int) -> np.random.Generator:
+    """The generator of a seeded run's measurement noise: each sample after a plant step draws
+    ``standard_normal(ny)``, scaled by the sensors' standard deviations (the firmware's tables draw the same)."""
+    return np.random.default_rng([seed, _NOISE_STREAM])
 
 
 @runtime_checkable
@@ -88,7 +94,7 @@ class Sensors:
         if (self.std < 0).any():
             raise ValueError(f"measurement_noise must be a standard deviation >= 0 or {self.ny} of them (one per "
                              f"sensor), got {noise!r}")
-        self.rng = np.random.default_rng([seed, _NOISE_STREAM])
+        self.rng = measurement_noise_stream(seed)
         self.takes_p = _takes(estimator.update, "p")
 
     def reset(self) -> FloatArray:
