@@ -135,18 +135,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_estimator(sub: "argparse._SubParsersAction[_Parser]") -> None:
     est = sub.add_parser(
-        "estimator", help="export a state estimator (an EKF) as C",
-        description="Export the extended Kalman filter of a model (its step by --method and --steps, its sensors: "
-                    "the model file's measurement(x, u, p)) as C: NAME.c, NAME.h, manifest.json, Makefile. --check "
-                    "runs the C on the updates of a simulated run against Python (and on an emulated Cortex-M4 "
-                    "with --target cortex-m4, each update's cycles counted).")
+        "estimator", help="export a state estimator (an EKF or a real-time MHE) as C",
+        description="Export the extended Kalman filter (--kind ekf) or the real-time moving-horizon estimator "
+                    "(--kind mhe) of a model (its step by --method and --steps, its sensors: the model file's "
+                    "measurement(x, u, p)) as C: NAME.c, NAME.h, manifest.json, Makefile. --check runs the C on "
+                    "the updates of a simulated run against Python (and on an emulated Cortex-M4 with --target "
+                    "cortex-m4, each update's cycles counted).")
     est.add_argument("--model", required=True,
                      help="built-in name, file.py, file.py:function or package.module:function")
     est.add_argument("--model-arg", action="append", metavar="NAME=VALUE",
                      help="a parameter of the model's factory, e.g. --model-arg n=5 (repeatable)")
     est.add_argument("--kind", choices=("ekf", "mhe"), default="ekf",
-                     help="ekf (default); mhe is refused: its C is not written yet")
-    est.add_argument("--horizon", type=_horizon, help="the MHE's window (with --kind mhe)")
+                     help="ekf (default), or mhe: the real-time moving-horizon estimator (one Gauss-Newton QP "
+                          "step per sample, the state bounds kept)")
+    est.add_argument("--horizon", type=_horizon, help="the MHE's window in samples (with --kind mhe; default 10)")
     est.add_argument("--method", default="rk4", help="the step's tableau (default rk4; see 'list')")
     est.add_argument("--steps", type=_steps, default=1, help="substeps per sampling interval (default 1)")
     est.add_argument("--dt", type=_positive_float, help="sampling time (default the model's dt)")
@@ -160,7 +162,7 @@ def _add_estimator(sub: "argparse._SubParsersAction[_Parser]") -> None:
     est.add_argument("--check", action="store_true",
                      help="run the C on a simulated run's updates against Python (exit 1 on mismatch, nothing "
                           "written)")
-    est.add_argument("--name", help="C prefix and file stem (default <model>_ekf)")
+    est.add_argument("--name", help="C prefix and file stem (default <model>_ekf or <model>_mhe)")
     _add_output_arguments(est, lint="do not warn when the step is outside its stability region at x0",
                           quiet="no progress lines")
 

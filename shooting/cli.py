@@ -373,6 +373,10 @@ def _sensor_count(model: shooting.Model) -> int:
     return int(ca.SX(h(ca.SX.sym("x", model.nx), ca.SX.sym("u", model.nu), ca.SX.sym("p", model.np))).size1())
 
 
+#: The window of ``estimator --kind mhe`` without --horizon.
+MHE_HORIZON = 10
+
+
 def _board_ekf(model: shooting.Model, dt: float, x0: Any, noise: float) -> shooting.EKF:
     """The firmware's EKF of ``controller --estimator ekf``: the model's default sensors, Q = 1e-4 I, R the
     noise's variance (at least 1e-6), the prior the loop's start with P0 = 1e-4 I."""
@@ -391,9 +395,6 @@ def cmd_estimator(args: argparse.Namespace) -> int:
     progress = _Progress(args.quiet)
     _refuse_ineffective([("--horizon", args.horizon is not None and args.kind == "ekf", "with --kind ekf",
                           "drop --horizon")])
-    if args.kind == "mhe":
-        raise UsageError("--kind mhe: the MHE's C (a real-time Gauss-Newton MHE) is not written yet; export "
-                         "--kind ekf, or run shooting.MHE in Python")
     name = args.name or None
     check_export(args.out, name or "estimator", real=args.real, target=args.target, check=args.check,
                  force=args.force)
@@ -406,8 +407,11 @@ def cmd_estimator(args: argparse.Namespace) -> int:
     ny = _sensor_count(model)  # (the --R option is checked against it)
     Q = np.diag(_parse_vector(args.Q, model.nx, "--Q", model.name)) if args.Q else 1e-4 * np.eye(model.nx)
     R = np.diag(_parse_vector(args.R, ny, "--R", model.name)) if args.R else 1e-4 * np.eye(ny)
-    ekf = shooting.EKF(model, None, Q=Q, R=R, method=args.method, steps=args.steps, dt=dt)
-    report = export_estimator(ekf, args.out, real=args.real, target=args.target, check=args.check,
+    estimator: shooting.EKF | shooting.MHE = (
+        shooting.EKF(model, None, Q=Q, R=R, method=args.method, steps=args.steps, dt=dt) if args.kind == "ekf" else
+        shooting.MHE(model, None, args.horizon or MHE_HORIZON, Q=Q, R=R, method=args.method, steps=args.steps,
+                     dt=dt))
+    report = export_estimator(estimator, args.out, real=args.real, target=args.target, check=args.check,
                               force=args.force, name=name, metadata={"model_spec": args.model}, progress=progress)
     if not _print_report(report, args.out):
         return 1

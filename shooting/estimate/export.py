@@ -31,7 +31,9 @@ from shooting.codegen.pipeline import ExportReport, check_and_install, check_exp
 from shooting.codegen.toolchain import ToolchainError
 from shooting.estimate.board import update_cycles
 from shooting.estimate.ekf import EKF
+from shooting.estimate.export_mhe import export_mhe
 from shooting.estimate.mhe import MHE
+from shooting.estimate.rt_mhe import RealTimeMHE
 from shooting.options import REALS, TARGETS, Real, Target
 
 __all__ = ["CHECK_SAMPLES", "COSTED", "ESTIMATOR_KIND", "check_vectors", "estimator_description", "estimator_function",
@@ -136,9 +138,12 @@ def export_estimator(
 
     Parameters
     ----------
-    estimator : EKF
-        The filter to export (its step, sensors, Q and R are constants of the C). An `MHE` is refused: its C (a
-        real-time Gauss-Newton MHE on the stage-wise QP) is not written yet; export an EKF of the same model.
+    estimator : EKF, MHE or RealTimeMHE
+        The estimator to export (its step, sensors, Q, R and prior are constants of the C). An EKF's C is its
+        update Function (below). An MHE's is the real-time MHE of the same cost and window
+        (`shooting.estimate.rt_mhe`: one Gauss-Newton step per sample on the stage-wise QP, the state bounds
+        kept; `shooting.estimate.export_mhe`): ``NAME.c`` and ``NAME.h`` with ``NAME_default``,
+        ``NAME_reset``, ``NAME_update``, checked against its numpy twin within derived allowances.
     out_dir : str or path
         Created if missing; files we did not write are never touched.
     real : {"double", "float"}
@@ -154,7 +159,7 @@ def export_estimator(
     force : bool
         Add our files to a directory that holds other files.
     name : str, optional
-        C prefix and file stem (default ``<model>_ekf``).
+        C prefix and file stem (default ``<model>_ekf`` or ``<model>_mhe``).
     metadata : mapping, optional
         Extra manifest entries.
     progress : bool or callable ``(str) -> None``, optional
@@ -170,11 +175,8 @@ def export_estimator(
     ValueError
         Not an EKF, bad options, a refused directory, a missing tool.
     """
-    if isinstance(estimator, MHE):
-        raise ValueError("export_estimator takes an EKF: the MHE's C (a real-time Gauss-Newton MHE on the "
-                         "stage-wise QP) is not written yet; export shooting.EKF of the same model and sensors")
-    if not isinstance(estimator, EKF):
-        raise ValueError(f"estimator must be a shooting.EKF, got {type(estimator).__name__}")
+    if not isinstance(estimator, (EKF, MHE, RealTimeMHE)):
+        raise ValueError(f"estimator must be a shooting.EKF or shooting.MHE, got {type(estimator).__name__}")
     reporter = _validate.progress(progress)
 
     def say(message: str) -> None:
@@ -186,10 +188,15 @@ def export_estimator(
     target = _validate.choice(target, TARGETS, "target")
     check = _validate.flag(check, "check")
     force = _validate.flag(force, "force")
-    name = _validate.sanitized_identifier(f"{model.name}_ekf") if name is None else \
+    kind = "ekf" if isinstance(estimator, EKF) else "mhe"
+    name = _validate.sanitized_identifier(f"{model.name}_{kind}") if name is None else \
         _validate.identifier(name, "name", maximum=_validate.MAX_PREFIX_LENGTH)
     out = Path(out_dir)
     check_export(out, name, real=real, target=target, check=check, force=force)
+    if not isinstance(estimator, EKF):
+        rt = estimator if isinstance(estimator, RealTimeMHE) else RealTimeMHE.of(estimator.problem, estimator.horizon)
+        return export_mhe(rt, out, name, real=real, target=target, check=check, force=force,
+                          metadata=metadata, say=say)
     F = estimator_function(estimator, name)
     say(f"generating the EKF's C ({real}, {F.n_instructions()} CasADi instructions)")
     meta = {"kind": ESTIMATOR_KIND, "estimator": estimator_description(estimator), **dict(metadata or {})}

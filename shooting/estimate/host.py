@@ -31,9 +31,10 @@ from shooting.codegen.sil_common import (
 )
 from shooting.estimate.export import ESTIMATOR_KIND
 from shooting.estimate.kalman import EKF_INPUTS, EKF_OUTPUTS
-from shooting.estimate.problem import MissingMeasurementWarning
+from shooting.estimate.problem import MissingMeasurementWarning, Sample
+from shooting.estimate.rt_mhe_c import HostMHE
 
-__all__ = ["ESTIMATOR_MANIFEST", "HostEstimator", "load_estimator"]
+__all__ = ["ESTIMATOR_MANIFEST", "HostEstimator", "HostRealTimeMHE", "checked_measurement", "load_estimator"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -182,20 +183,7 @@ class HostEstimator:
         ValueError
             Wrong sizes, an infinite y, a non-finite u, or a non-finite result (the estimate is left as it was).
         """
-        try:
-            yv = np.array(y, dtype=float).reshape(-1) if not isinstance(y, (str, bytes)) else np.zeros(0)
-        except (TypeError, ValueError):
-            yv = np.zeros(0)
-        if yv.size != self.ny:
-            raise ValueError(f"{self.name}.update: y has {yv.size} entries but the sensors measure {self.ny} "
-                             f"({', '.join(self.sensors)}): give one value per sensor (NaN: not measured)")
-        if np.isinf(yv).any():
-            raise ValueError(f"{self.name}.update: y contains inf: give finite numbers (NaN for a missing sensor)")
-        missing = np.isnan(yv)
-        if missing.any():
-            warnings.warn(f"{self.name} at t = {float(t):g}: the measurement of y{list(np.flatnonzero(missing))} is "
-                          f"NaN: its correction is skipped, the estimate is predicted only",
-                          MissingMeasurementWarning, stacklevel=2)
+        yv, missing = checked_measurement(self.name, y, self.sensors, t)
         self._in["u"][:self.nu] = _validate.vector(u, self.nu, f"{self.name}.update: u", broadcast=False)
         self._in["p"][:self.np] = self._p0 if p is None else _validate.vector(p, self.np, "p", broadcast=False)
         self._in["y"][:self.ny] = np.where(missing, 0.0, yv)
@@ -215,17 +203,131 @@ class HostEstimator:
         return self.x_hat, self.P
 
 
-def load_estimator(directory: str | os.PathLike[str]) -> HostEstimator:
+def checked_measurement(name: str, y: npt.ArrayLike, sensors: tuple[str, ...], t: float
+                        ) -> tuple[FloatArray, npt.NDArray[np.bool_]]:
+    """A loaded estimator's measurement, checked: (y with 0 where missing, the missing mask); a NaN entry is a
+    missing sensor, said by a `MissingMeasurementWarning`.
+
+    Raises
+    ------
+    ValueError
+        Not one number per sensor, or an infinite entry.
+    """
+    try:
+        yv = np.array(y, dtype=float).reshape(-1) if not isinstance(y, (str, bytes)) else np.zeros(0)
+    except (TypeError, ValueError):
+        yv = np.zeros(0)
+    if yv.size != len(sensors):
+        raise ValueError(f"{name}.update: y has {yv.size} entries but the sensors measure {len(sensors)} "
+                         f"({', '.join(sensors)}): give one value per sensor (NaN: not measured)")
+    if np.isinf(yv).any():
+        raise ValueError(f"{name}.update: y contains inf: give finite numbers (NaN for a missing sensor)")
+    missing = np.isnan(yv)
+    if missing.any():
+        which = [int(i) for i in np.flatnonzero(missing)]
+        warnings.warn(f"{name} at t = {float(t):g}: the measurement of y{which} is NaN: its correction is skipped, "
+                      f"the estimate is predicted only", MissingMeasurementWarning, stacklevel=3)
+    return np.where(missing, 0.0, yv), missing
+
+
+def load_estimator(directory: str | os.PathLike[str]) -> HostEstimator | HostRealTimeMHE:
     """The estimator exported into `directory` (`shooting.codegen.export_estimator`), compiled for this machine.
 
     Returns
     -------
-    HostEstimator
-        ``update(y, u, t=0.0, p=None) -> (x_hat, P)`` and ``reset(x0=None, P0=None)``, as `shooting.EKF`.
+    HostEstimator or HostRealTimeMHE
+        ``update(y, u, t=0.0, p=None) -> (x_hat, P)`` and ``reset(x0=None, P0=None)``, as `shooting.EKF` (an
+        EKF's export) or `shooting.estimate.rt_mhe.RealTimeMHE` (an MHE's).
 
     Raises
     ------
     ValueError
         Not an estimator export, its C does not compile here, or its manifest disagrees with the compiled C.
     """
+    folder, manifest = read_manifest(directory, False, ESTIMATOR_MANIFEST)
+    if manifest.get("kind") == ESTIMATOR_KIND and manifest.get("estimator", {}).get("type") == "mhe":
+        return HostRealTimeMHE(folder, manifest)
     return HostEstimator(directory)
+
+
+class HostRealTimeMHE:
+    """An exported real-time MHE compiled for this machine: ``update(y, u, t=0.0, p=None) -> (x_hat, P)``,
+    ``reset(x0=None, P0=None)``, as `shooting.estimate.rt_mhe.RealTimeMHE`.
+
+    Attributes
+    ----------
+    name, real : str
+    nx, nu, np, ny, horizon : int
+    dt : float
+    sensors : tuple of str
+    x_hat : ndarray, shape (nx,)
+    P : ndarray, shape (nx, nx)
+        The arrival cost's covariance.
+    last_status, last_iterations : int
+        The last update's status (0, or the QP's: 1 its iteration limit, whose last iterate is taken) and QP
+        iterations.
+    last_corrected : bool
+    """
+
+    def __init__(self, folder: Path, manifest: dict[str, object]) -> None:
+        est = manifest["estimator"]
+        assert isinstance(est, dict)
+        self.name, self.real = str(manifest["name"]), manifest["real"]
+        self.nx, self.nu, self.np, self.nz, self.ny = (int(est[k]) for k in ("nx", "nu", "np", "nz", "ny"))
+        self.horizon = int(est.get("horizon", 1))
+        self.dt, self.sensors = float(est["dt"]), tuple(est["sensors"])
+        if len(self.sensors) != self.ny:
+            raise manifest_disagrees(folder / "manifest.json", "estimator.sensors", f"{self.ny} sensors",
+                                     f"{len(self.sensors)} names")
+        if not (folder / f"{self.name}.c").is_file():
+            raise ValueError(f"{folder / (self.name + '.c')} is missing: export again")
+        self._p0 = np.asarray(est["p0"], dtype=float)
+        self._x0, self._P0 = np.asarray(est["x0"], dtype=float), np.asarray(est["P0"], dtype=float)
+        if self._x0.size != self.nx or self._P0.shape != (self.nx, self.nx) or self._p0.size != self.np:
+            raise manifest_disagrees(folder / "manifest.json", "estimator.x0/P0/p0", "their sizes",
+                                     f"nx = {self.nx}, np = {self.np}")
+        self._c = HostMHE(folder, self.name, self.real, self.nx, self.nu, self.ny, self.np,  # type: ignore[arg-type]
+                          workdir=private_workdir())
+        self.reset()
+
+    @property
+    def x_hat(self) -> FloatArray:
+        return self._c.x_hat.copy()
+
+    @property
+    def P(self) -> FloatArray:
+        return self._c.P.copy()
+
+    @property
+    def last_iterations(self) -> int:
+        return self._c.last_iterations
+
+    def reset(self, x0: npt.ArrayLike | None = None, P0: npt.ArrayLike | None = None) -> None:
+        """Start again from a prior: `x0`, `P0`, or the export's where not given."""
+        x = self._x0 if x0 is None else _validate.vector(x0, self.nx, "x0", broadcast=False)
+        P = self._P0 if P0 is None else _validate.covariance(P0, self.nx, "P0", meaning="the prior's covariance")
+        self._c.reset(x, P)
+        self.last_corrected, self.last_status = True, 0
+
+    def update(self, y: npt.ArrayLike, u: npt.ArrayLike, t: float = 0.0,
+               p: npt.ArrayLike | None = None) -> tuple[FloatArray, FloatArray]:
+        """One sample of the C (NaN entries of y: missing sensors, with a `MissingMeasurementWarning`).
+
+        Returns
+        -------
+        x_hat : ndarray, shape (nx,)
+        P : ndarray, shape (nx, nx)
+
+        Raises
+        ------
+        ValueError
+            Wrong sizes, an infinite y, a non-finite u, p or t.
+        """
+        yv, missing = checked_measurement(self.name, y, self.sensors, t)
+        uv = _validate.vector(u, self.nu, f"{self.name}.update: u", broadcast=False)
+        pv = self._p0 if p is None else _validate.vector(p, self.np, f"{self.name}.update: p", broadcast=False)
+        sample = Sample(yv, (~missing).astype(float), uv, pv, _validate.real(t, f"{self.name}.update: t"))
+        x_hat, P = self._c.update_sample(sample)
+        self.last_status = self._c.last_status
+        self.last_corrected = not missing.any()
+        return x_hat, P

@@ -25,8 +25,9 @@ The window's states x_0..x_M and noises xi_0..xi_{M-1} (w_j = G xi_j, G G' = Q) 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import casadi as ca
 import numpy as np
@@ -38,12 +39,18 @@ from shooting.estimate.measurement import MeasurementFunction
 from shooting.estimate.mhe_nlp import noise_factor
 from shooting.estimate.problem import EstimationProblem, Sample, SensorsView
 from shooting.model import Model
-from shooting.qp import OCP_QP_STATUS, StageQP, solve_stage_qp
+from shooting.qp import OCP_QP_STATUS, OCP_QP_TOLERANCES, StageQP, StageQPResult, solve_stage_qp
 from shooting.tableaus.tableau import ButcherTableau
 
-__all__ = ["QP_MAX_ITERATIONS", "RealTimeMHE", "WindowFunctions", "window_functions", "window_qp"]
+__all__ = ["QP_MAX_ITERATIONS", "QPSolver", "RealTimeMHE", "WindowFunctions", "window_functions", "window_qp"]
 
 FloatArray = npt.NDArray[np.float64]
+
+class QPSolver(Protocol):
+    """What `RealTimeMHE` calls to solve its QP (`shooting.qp.solve_stage_qp`'s form)."""
+
+    def __call__(self, qp: StageQP, *, max_iter: int, tolerances: dict[str, float]) -> StageQPResult: ...
+
 
 #: The QP's iteration limit per sample (the C's too). The interior point takes 5-8 iterations on the built-in
 #: models' windows; at the limit its last iterate (inside the bounds) is the step: the float build's stationarity
@@ -159,6 +166,17 @@ class RealTimeMHE(SensorsView):
         The last QP's status (`shooting.qp.OCP_QP_STATUS`): 0 optimal, or 1 the iteration limit, whose last
         iterate is taken; any other keeps the window's prediction.
     last_iterations : int
+    qp_tolerances : dict
+        The QP's stopping tolerances (`shooting.qp.OCP_QP_TOLERANCES`; the double build's by default).
+    qp_iterations_short : int
+        0; k > 0 stops each QP k iterations before it would (the export's check: how far a solve that stops
+        an iteration apart from another moves the estimate).
+    qp_solver : callable ``(qp, *, max_iter, tolerances) -> StageQPResult`` or None
+        The QP solver (None: `shooting.qp.solve_stage_qp`; the export's float check: the QP solver's float
+        build, `shooting.qp.host.HostOCPQP`).
+    qp_perturbation : callable ``StageQP -> StageQP`` or None
+        Applied to each QP before its solve (the export's check: the data perturbed at the unit roundoff stand
+        for a backward-stable solver's rounding).
     """
 
     def __init__(self, model: Model, measurement: MeasurementFunction | None, horizon: int, *, Q: npt.ArrayLike,
@@ -183,6 +201,10 @@ class RealTimeMHE(SensorsView):
         self.problem, self.model = problem, problem.model
         self.functions = window_functions(problem, _validate.sanitized_identifier(f"{problem.model.name}_mhe"))
         self.update_function = self.functions.arrival
+        self.qp_tolerances = dict(OCP_QP_TOLERANCES["double"])
+        self.qp_iterations_short = 0
+        self.qp_perturbation: Callable[[StageQP], StageQP] | None = None
+        self.qp_solver: QPSolver | None = None
         self.reset()
 
     def reset(self, x0: npt.ArrayLike | None = None, P0: npt.ArrayLike | None = None) -> None:
@@ -220,7 +242,13 @@ class RealTimeMHE(SensorsView):
         noises = np.vstack([noises, np.zeros((1, self.model.nx))])
         qp = window_qp(self.problem, self.functions, self.horizon, states, noises, self._samples, self.x_prior,
                        self.P)
-        found = solve_stage_qp(qp, max_iter=QP_MAX_ITERATIONS)
+        if self.qp_perturbation is not None:
+            qp = self.qp_perturbation(qp)
+        solve = self.qp_solver or solve_stage_qp
+        found = solve(qp, max_iter=QP_MAX_ITERATIONS, tolerances=self.qp_tolerances)
+        if self.qp_iterations_short and found.iterations > 1:
+            found = solve(qp, max_iter=max(found.iterations - self.qp_iterations_short, 1),
+                          tolerances=self.qp_tolerances)
         self.last_status, self.last_iterations = found.status, found.iterations
         M, d = len(self._samples), self.horizon - len(self._samples)
         if found.status in (0, 1) and np.isfinite(found.x).all() and np.isfinite(found.u).all():

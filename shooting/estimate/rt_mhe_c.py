@@ -125,7 +125,7 @@ class HostMHE:
         self.x_hat = np.zeros(nx)
         self.P = np.zeros((nx, nx))
         self.last_status = 0
-        self.reset()
+        self.reset()  # (the export's prior; the caller that knows it passes it to see it in x_hat and P)
 
     def _buffer(self, values: npt.ArrayLike, n: int) -> npt.NDArray[Any]:
         return np.ascontiguousarray(np.resize(np.asarray(values, dtype=self._dtype).reshape(-1), max(n, 1)))
@@ -135,7 +135,10 @@ class HostMHE:
         xb = None if x0 is None else self._buffer(x0, self.nx)
         Pb = None if P0 is None else self._buffer(np.asarray(P0, dtype=float).reshape(-1, order="F"), self.nx ** 2)
         self._reset(self._mem, None if xb is None else xb.ctypes.data, None if Pb is None else Pb.ctypes.data)
-        self._keep = (xb, Pb)
+        if x0 is not None:
+            self.x_hat = np.asarray(x0, dtype=float).reshape(-1).copy()
+        if P0 is not None:
+            self.P = np.asarray(P0, dtype=float).reshape(self.nx, self.nx).copy()
 
     def update_sample(self, sample: Sample) -> tuple[FloatArray, FloatArray]:
         """`update` on a checked sample (`shooting.estimate.problem.Sample`)."""
