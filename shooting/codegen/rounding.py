@@ -36,7 +36,7 @@ from shooting.codegen.emitter import selected_nonzeros
 from shooting.codegen.lookup import LINEAR_CLASSES, SPLINE_CLASS, LinearTable, SplineTable, tables_in
 from shooting.codegen.table_eval import evaluate_table
 
-__all__ = ["MAX_FLAT_INSTRUCTIONS", "UNIT_ROUNDOFF", "flat_size", "rounding_spread"]
+__all__ = ["MAX_FLAT_INSTRUCTIONS", "UNIT_ROUNDOFF", "flat_size", "monte_carlo_call", "rounding_spread"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -264,3 +264,24 @@ def rounding_spread(F: ca.Function, vectors: Sequence[Sequence[FloatArray]], rea
             spread.append([float(np.max(np.abs(a[:, cols] - b[:, cols]), initial=0.0)) for a, b in
                            zip(noisy, exact, strict=True)])
     return spread
+
+
+def monte_carlo_call(F: ca.Function, args: Sequence[npt.ArrayLike], real: str, rng: np.random.Generator
+                     ) -> list[FloatArray]:
+    """One evaluation of `F` under Monte-Carlo arithmetic (module docstring): its outputs, dense, each with its
+    sparsity's shape, as `F` evaluated by CasADi would give them with every rounding operation perturbed at
+    `real`'s unit roundoff.
+
+    Parameters
+    ----------
+    F : casadi.Function
+        Dense inputs and outputs.
+    args : sequence of array_like
+        One per input (column-major for a matrix).
+    real : {"double", "float"}
+    rng : numpy.random.Generator
+    """
+    columns = [np.asarray(a, dtype=float).reshape(-1, order="F").reshape(-1, 1) for a in args]
+    with np.errstate(all="ignore"):
+        outs = _Interpreter(UNIT_ROUNDOFF[real], rng).call(F, columns)
+    return [np.asarray(o[:, 0], dtype=float).reshape(F.size_out(i), order="F") for i, o in enumerate(outs)]

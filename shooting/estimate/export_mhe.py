@@ -6,7 +6,8 @@ The check runs the C and the twin (`shooting.estimate.rt_mhe.RealTimeMHE`) over 
 the plant kept inside the model's state bounds, a sensor missing every seventh sample) through the window's
 filling and moving, and compares every estimate. The allowance per state is derived, not chosen
 (`rounding_allowance`): the twin run again with its data (measurements, inputs, the window's states after each
-update, and each QP's data: a backward-stable solve's rounding) perturbed at the precision's unit roundoff and
+update, and each QP's data: a backward-stable solve's rounding) perturbed at the precision's unit roundoff, the
+window's Functions evaluated under Monte-Carlo arithmetic at that roundoff (`shooting.codegen.rounding`), and
 its QPs stopped, in double, one iteration early (two solvers whose stopping test is within rounding of its
 tolerance stop an iteration apart), in float, by the QP solver's float build (where a float interior point
 stops); ten times the largest difference that makes over the run, plus ten roundoffs of the state's size.
@@ -26,6 +27,7 @@ import numpy.typing as npt
 
 from shooting.codegen.c_files import CExport
 from shooting.codegen.pipeline import ExportReport, ExportRuns, install_export
+from shooting.codegen.rounding import monte_carlo_call
 from shooting.codegen.toolchain import ToolchainError
 from shooting.estimate.problem import EstimationProblem, Sample
 from shooting.estimate.rt_mhe import RealTimeMHE
@@ -140,6 +142,8 @@ def rounding_allowance(rt: RealTimeMHE, samples: list[Sample], reference: FloatA
     twin.qp_iterations_short = 1 if real == "double" else 0
     # a backward-stable solve's rounding is the exact solve of data perturbed at the unit roundoff (Higham,
     # Accuracy and Stability of Numerical Algorithms, 2nd ed., ch. 1): each QP's data perturbed so
+    # the Functions' own rounding (an implicit step's Newton solve, a stiff Jacobian) by Monte-Carlo arithmetic
+    twin.function_evaluator = lambda F, args: monte_carlo_call(F, args, real, rng)
     twin.qp_perturbation = lambda qp: dataclasses.replace(qp, **{f: perturb(getattr(qp, f)) for f in QP_DATA})
     if real == "float":
         # where a float interior point stops (an active bound's slack left at float's complementarity floor, read

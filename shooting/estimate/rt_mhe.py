@@ -42,7 +42,8 @@ from shooting.model import Model
 from shooting.qp import OCP_QP_STATUS, OCP_QP_TOLERANCES, StageQP, StageQPResult, solve_stage_qp
 from shooting.tableaus.tableau import ButcherTableau
 
-__all__ = ["QP_MAX_ITERATIONS", "QPSolver", "RealTimeMHE", "WindowFunctions", "window_functions", "window_qp"]
+__all__ = ["QP_MAX_ITERATIONS", "Evaluator", "QPSolver", "RealTimeMHE", "WindowFunctions", "exact_values",
+           "window_functions", "window_qp"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -114,12 +115,18 @@ def window_functions(problem: EstimationProblem, name: str) -> WindowFunctions:
     return WindowFunctions(dyn, meas, prior, ekf_update_function(problem, f"{name}_arrival"), padded)
 
 
-def _values(F: ca.Function, *args: Any) -> list[FloatArray]:
+#: How the twin evaluates a Function: ``(F, args) -> outputs`` (dense arrays in the outputs' shapes).
+Evaluator = Callable[[ca.Function, list[Any]], list[FloatArray]]
+
+
+def exact_values(F: ca.Function, args: list[Any]) -> list[FloatArray]:
+    """`F` at numbers by CasADi (double), its outputs dense in their shapes (the twin's `Evaluator`)."""
     return [np.array(v, dtype=float) for v in F.call([ca.DM(np.asarray(a, dtype=float)) for a in args])]
 
 
 def window_qp(problem: EstimationProblem, fns: WindowFunctions, horizon: int, states: FloatArray,
-              noises: FloatArray, samples: list[Sample], x_bar: FloatArray, P: FloatArray) -> StageQP:
+              noises: FloatArray, samples: list[Sample], x_bar: FloatArray, P: FloatArray,
+              evaluate: Evaluator = exact_values) -> StageQP:
     """The Gauss-Newton QP of a window at (`states` (M+1, nx), `noises` (M, nx)) (module docstring)."""
     model, nx = problem.model, problem.model.nx
     M, N = len(samples), horizon + 1
@@ -127,17 +134,17 @@ def window_qp(problem: EstimationProblem, fns: WindowFunctions, horizon: int, st
     A, B, b = np.zeros((N, nx, nx)), np.zeros((N, nx, nx)), np.zeros((N, nx))
     Qs, Rs, q, r = np.zeros((N + 1, nx, nx)), np.tile(np.eye(nx), (N, 1, 1)), np.zeros((N + 1, nx)), np.zeros((N, nx))
     B[0] = np.eye(nx)
-    P_inv, g = _values(fns.prior, P, states[0], x_bar)
+    P_inv, g = evaluate(fns.prior, [P, states[0], x_bar])
     Rs[0], r[0] = P_inv, g.reshape(-1)
     A[1:d + 1] = np.eye(nx)
     z0 = [model.z0] if model.nz else []
     for j, s in enumerate(samples):
         k = d + 1 + j
-        x_next, A_j = _values(fns.dyn, states[j], s.u, s.p, s.t, problem.dt, *z0)
+        x_next, A_j = evaluate(fns.dyn, [states[j], s.u, s.p, s.t, problem.dt, *z0])
         A[k], B[k] = A_j, fns.G
         b[k] = x_next.reshape(-1) + fns.G @ noises[j] - states[j + 1]
         r[k] = noises[j]
-        Qm, qm = _values(fns.meas, states[j + 1], s.u, s.p, s.y, s.valid)
+        Qm, qm = evaluate(fns.meas, [states[j + 1], s.u, s.p, s.y, s.valid])
         Qs[k + 1], q[k + 1] = Qm, qm.reshape(-1)
     idx = [i for i in range(nx) if np.isfinite(model.x_min[i]) or np.isfinite(model.x_max[i])]
     lin = np.vstack([np.repeat(states[:1], d + 1, axis=0), states[1:]])  # (the point of x_1..x_N of the QP)
@@ -174,6 +181,9 @@ class RealTimeMHE(SensorsView):
     qp_solver : callable ``(qp, *, max_iter, tolerances) -> StageQPResult`` or None
         The QP solver (None: `shooting.qp.solve_stage_qp`; the export's float check: the QP solver's float
         build, `shooting.qp.host.HostOCPQP`).
+    function_evaluator : callable ``(F, args) -> outputs``
+        How the window's Functions are evaluated (`exact_values`; the export's check: Monte-Carlo arithmetic at
+        the C's precision, `shooting.codegen.rounding.monte_carlo_call`).
     qp_perturbation : callable ``StageQP -> StageQP`` or None
         Applied to each QP before its solve (the export's check: the data perturbed at the unit roundoff stand
         for a backward-stable solver's rounding).
@@ -205,6 +215,7 @@ class RealTimeMHE(SensorsView):
         self.qp_iterations_short = 0
         self.qp_perturbation: Callable[[StageQP], StageQP] | None = None
         self.qp_solver: QPSolver | None = None
+        self.function_evaluator: Evaluator = exact_values
         self.reset()
 
     def reset(self, x0: npt.ArrayLike | None = None, P0: npt.ArrayLike | None = None) -> None:
@@ -231,17 +242,24 @@ class RealTimeMHE(SensorsView):
         states, noises = self.window_states, self._noises
         if len(self._samples) == self.horizon:
             oldest = self._samples.pop(0)
-            out = ekf_update(self.update_function, self.problem, self.x_prior, self.P, self._z, oldest)
-            self.x_prior, self.P = out["x_hat"], out["P_hat"]
-            self._z = out["z"] if self.model.nz else None
+            if self.function_evaluator is exact_values:
+                out = ekf_update(self.update_function, self.problem, self.x_prior, self.P, self._z, oldest)
+            else:
+                z = [self.model.z0 if self._z is None else self._z] if self.model.nz else []
+                outs = self.function_evaluator(self.update_function, [
+                    self.x_prior, self.P, oldest.u, oldest.y, oldest.valid, oldest.p, oldest.t, self.problem.dt, *z])
+                out = dict(zip(self.update_function.name_out(), outs, strict=True))
+            self.x_prior, self.P = np.reshape(out["x_hat"], -1), out["P_hat"]
+            self._z = np.reshape(out["z"], -1) if self.model.nz else None
             states, noises = states[1:], noises[1:]
         self._samples.append(sample)
         z0 = [self.model.z0] if self.model.nz else []
-        x_next = _values(self.functions.dyn, states[-1], sample.u, sample.p, sample.t, self.problem.dt, *z0)[0]
+        x_next = self.function_evaluator(self.functions.dyn,
+                                         [states[-1], sample.u, sample.p, sample.t, self.problem.dt, *z0])[0]
         states = np.vstack([states, x_next.reshape(1, -1)])
         noises = np.vstack([noises, np.zeros((1, self.model.nx))])
         qp = window_qp(self.problem, self.functions, self.horizon, states, noises, self._samples, self.x_prior,
-                       self.P)
+                       self.P, self.function_evaluator)
         if self.qp_perturbation is not None:
             qp = self.qp_perturbation(qp)
         solve = self.qp_solver or solve_stage_qp
