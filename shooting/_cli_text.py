@@ -16,6 +16,9 @@ __all__ = ["UsageError", "model_args", "parse_vector", "parse_weight"]
 class UsageError(Exception):
     """A user mistake: reported in one line with exit status 2."""
 
+#: The window of ``estimator --kind mhe`` without --horizon.
+MHE_HORIZON = 10
+
 
 def parse_vector(text: str, n: int, option: str, model_name: str) -> list[float]:
     """``v1,v2,...`` (``pi`` allowed) as n finite numbers, or a UsageError naming `option`."""

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, NoReturn  # noqa: E402
 # commands import CasADi, numpy and matplotlib (through the lazy package root
 # and the imports inside the functions below).
 import shooting  # noqa: E402
+from shooting import _cli_text  # noqa: E402
 from shooting._cli_parser import build_parser  # noqa: E402
 from shooting._cli_text import UsageError  # noqa: E402
 from shooting._cli_text import model_args as _model_args  # noqa: E402
@@ -315,6 +316,7 @@ def cmd_controller(args: argparse.Namespace) -> int:
 
 def _run_controller(args: argparse.Namespace) -> int:
     from shooting.controller import check_controller_export, export_controller
+    from shooting.controller.firmware_estimator import board_ekf
 
     progress = _Progress(args.quiet)
     slack = [("--slack-l1", args.slack_l1 is not None), ("--slack-l2", args.slack_l2 is not None)]
@@ -347,8 +349,8 @@ def _run_controller(args: argparse.Namespace) -> int:
                           f"here: the OCP of {model.name} has neither state bounds nor soft path constraints",
                           "bound a state or add path_constraints") for option, given in slack])
     check_x0 = None if args.check_x0 is None else _parse_vector(args.check_x0, model.nx, "--check-x0", model.name)
-    estimator = None if args.estimator is None else _board_ekf(model, ocp.dt, scenario.x0 if check_x0 is None
-                                                               else check_x0, args.measurement_noise or 0.0)
+    estimator = None if args.estimator is None else board_ekf(model, ocp.dt, scenario.x0 if check_x0 is None
+                                                              else check_x0, args.measurement_noise or 0.0)
     report = export_controller(ocp, args.out, real=args.real, target=args.target, check=args.check,
                                force=args.force, name=args.name, x0=scenario.x0, check_x0=check_x0,
                                estimator=estimator, measurement_noise=args.measurement_noise or 0.0,
@@ -365,32 +367,11 @@ def _run_controller(args: argparse.Namespace) -> int:
     return 0
 
 
-def _sensor_count(model: shooting.Model) -> int:
-    """How many quantities the model's default sensors measure."""
-    import casadi as ca
-
-    h = shooting.default_measurement(model)
-    return int(ca.SX(h(ca.SX.sym("x", model.nx), ca.SX.sym("u", model.nu), ca.SX.sym("p", model.np))).size1())
-
-
-#: The window of ``estimator --kind mhe`` without --horizon.
-MHE_HORIZON = 10
-
-
-def _board_ekf(model: shooting.Model, dt: float, x0: Any, noise: float) -> shooting.EKF:
-    """The firmware's EKF of ``controller --estimator ekf``: the model's default sensors, Q = 1e-4 I, R the
-    noise's variance (at least 1e-6), the prior the loop's start with P0 = 1e-4 I."""
-    import numpy as np
-
-    ny = _sensor_count(model)
-    return shooting.EKF(model, None, Q=1e-4 * np.eye(model.nx), R=max(noise**2, 1e-6) * np.eye(ny), x0=x0,
-                        P0=1e-4 * np.eye(model.nx), dt=dt)
-
-
 def cmd_estimator(args: argparse.Namespace) -> int:
     import numpy as np
 
     from shooting.codegen import check_export, export_estimator
+    from shooting.estimate.measurement import sensor_count
 
     progress = _Progress(args.quiet)
     _refuse_ineffective([("--horizon", args.horizon is not None and args.kind == "ekf", "with --kind ekf",
@@ -404,12 +385,12 @@ def cmd_estimator(args: argparse.Namespace) -> int:
         raise UsageError(f"model {model.name} has no nominal dt: pass --dt")
     if not args.no_lint:
         _lint(model, args.method, args.steps, dt, None)
-    ny = _sensor_count(model)  # (the --R option is checked against it)
+    ny = sensor_count(model)  # (the --R option is checked against it)
     Q = np.diag(_parse_vector(args.Q, model.nx, "--Q", model.name)) if args.Q else 1e-4 * np.eye(model.nx)
     R = np.diag(_parse_vector(args.R, ny, "--R", model.name)) if args.R else 1e-4 * np.eye(ny)
     estimator: shooting.EKF | shooting.MHE = (
         shooting.EKF(model, None, Q=Q, R=R, method=args.method, steps=args.steps, dt=dt) if args.kind == "ekf" else
-        shooting.MHE(model, None, args.horizon or MHE_HORIZON, Q=Q, R=R, method=args.method, steps=args.steps,
+        shooting.MHE(model, None, args.horizon or _cli_text.MHE_HORIZON, Q=Q, R=R, method=args.method, steps=args.steps,
                      dt=dt))
     report = export_estimator(estimator, args.out, real=args.real, target=args.target, check=args.check,
                               force=args.force, name=name, metadata={"model_spec": args.model}, progress=progress)

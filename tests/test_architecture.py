@@ -23,7 +23,7 @@ ALLOWED = {
     "integrate": {"foundation", "tableaus", "model"},
     "mpc": {"foundation", "tableaus", "model", "integrate", "qp"},
     "codegen": {"foundation", "model", "integrate", "mpc", "qp"},
-    "estimate": {"foundation", "tableaus", "model", "integrate", "mpc", "codegen"},
+    "estimate": {"foundation", "tableaus", "model", "integrate", "mpc", "qp", "codegen"},
     "controller": {"foundation", "model", "integrate", "mpc", "qp", "codegen", "estimate"},
     "sweeps": {"foundation", "model", "mpc", "codegen", "controller", "estimate"},
     "cli": {"foundation", "tableaus", "model", "integrate", "mpc", "codegen", "controller", "sweeps", "estimate"},

@@ -23,11 +23,14 @@ from shooting.codegen.c_files import generate_c
 from shooting.controller.board import NOISE_SEED
 from shooting.estimate.ekf import EKF
 from shooting.estimate.export import estimator_function
+from shooting.estimate.measurement import sensor_count
 from shooting.estimate.mhe import MHE
+from shooting.model import Model
 from shooting.mpc.feedback import measurement_noise_stream
 from shooting.mpc.ocp import MultipleShootingOCP
+from shooting.options import Real
 
-__all__ = ["SENSORS_NAME", "FirmwareEstimator", "board_estimator", "firmware_estimator"]
+__all__ = ["SENSORS_NAME", "FirmwareEstimator", "board_ekf", "board_estimator", "firmware_estimator"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -106,7 +109,7 @@ class FirmwareEstimator:
     description: dict[str, object]
 
 
-def firmware_estimator(ekf: EKF, name: str, real: str, steps: int, noise: FloatArray, seed: int,
+def firmware_estimator(ekf: EKF, name: str, real: Real, steps: int, noise: FloatArray, seed: int,
                        p: FloatArray) -> FirmwareEstimator:
     """The firmware's EKF (`name` ``_ekf``, in `real`) and sensors for a loop of `steps` samples.
 
@@ -160,7 +163,7 @@ def firmware_estimator(ekf: EKF, name: str, real: str, steps: int, noise: FloatA
 
 
 def board_estimator(estimator: object, noise: npt.ArrayLike, firmware: str | None, ocp: MultipleShootingOCP,
-                    name: str, real: str, steps: int) -> FirmwareEstimator | None:
+                    name: str, real: Real, steps: int) -> FirmwareEstimator | None:
     """The firmware's estimator of `export_controller` (``estimator=``, ``measurement_noise=``), checked against
     the controller and the options (None without one).
 
@@ -195,3 +198,11 @@ def board_estimator(estimator: object, noise: npt.ArrayLike, firmware: str | Non
         raise ValueError(f"measurement_noise must be standard deviations >= 0 (one, or {estimator.ny}: one per "
                          f"sensor), got {noise!r}")
     return firmware_estimator(estimator, name, real, steps, std, NOISE_SEED, model.p0)
+
+
+def board_ekf(model: Model, dt: float, x0: npt.ArrayLike, noise: float) -> EKF:
+    """The firmware's EKF of ``controller --estimator ekf``: the model's default sensors, Q = 1e-4 I, R the
+    noise's variance (at least 1e-6), the prior the loop's start `x0` with P0 = 1e-4 I."""
+    ny = sensor_count(model)
+    return EKF(model, None, Q=1e-4 * np.eye(model.nx), R=max(noise**2, 1e-6) * np.eye(ny), x0=x0,
+               P0=1e-4 * np.eye(model.nx), dt=dt)

@@ -33,7 +33,7 @@ from shooting.estimate.problem import EstimationProblem, Sample
 from shooting.estimate.rt_mhe import RealTimeMHE
 from shooting.estimate.rt_mhe_c import HostMHE, board_run, rt_mhe_files
 from shooting.options import Real, Target
-from shooting.qp import OCP_QP_TOLERANCES, OCPQPSizes
+from shooting.qp import OCP_QP_TOLERANCES, OCPQPSizes, StageQP
 from shooting.qp.host import HostOCPQP
 
 __all__ = ["QP_DATA", "ROUNDOFF", "check_samples", "export_mhe", "mhe_description", "rounding_allowance"]
@@ -144,7 +144,11 @@ def rounding_allowance(rt: RealTimeMHE, samples: list[Sample], reference: FloatA
     # Accuracy and Stability of Numerical Algorithms, 2nd ed., ch. 1): each QP's data perturbed so
     # the Functions' own rounding (an implicit step's Newton solve, a stiff Jacobian) by Monte-Carlo arithmetic
     twin.function_evaluator = lambda F, args: monte_carlo_call(F, args, real, rng)
-    twin.qp_perturbation = lambda qp: dataclasses.replace(qp, **{f: perturb(getattr(qp, f)) for f in QP_DATA})
+    def perturb_qp(qp: StageQP) -> StageQP:
+        changed: dict[str, Any] = {f: perturb(getattr(qp, f)) for f in QP_DATA}
+        return dataclasses.replace(qp, **changed)
+
+    twin.qp_perturbation = perturb_qp
     if real == "float":
         # where a float interior point stops (an active bound's slack left at float's complementarity floor, read
         # through the window as a velocity) only a float solve shows: the QP solver's float build (checked against

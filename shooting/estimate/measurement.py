@@ -25,7 +25,7 @@ import numpy as np
 from shooting.loading import builtin_name, measurement_factory, user_call
 from shooting.model import Model
 
-__all__ = ["MeasurementFunction", "default_measurement", "measurement_function", "sensor_names"]
+__all__ = ["MeasurementFunction", "default_measurement", "measurement_function", "sensor_count", "sensor_names"]
 
 #: ``measurement(x, u, p) -> SX column (ny)``: the measured quantities as a function of the state, the input
 #: held over the last interval and the model parameters.
@@ -64,6 +64,12 @@ def default_measurement(model: Model) -> MeasurementFunction:
             return sensors
     raise ValueError(f"model {model.name} names no sensors: pass measurement(x, u, p) -> SX column (e.g. "
                      f"lambda x, u, p: x[0]), or define measurement(x, u, p) beside make_model in its file")
+
+
+def sensor_count(model: Model) -> int:
+    """How many quantities the model's default sensors measure."""
+    h = default_measurement(model)
+    return int(ca.SX(h(ca.SX.sym("x", model.nx), ca.SX.sym("u", model.nu), ca.SX.sym("p", model.np))).size1())
 
 
 def measurement_function(model: Model, measurement: MeasurementFunction | None) -> ca.Function:
