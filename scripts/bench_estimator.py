@@ -1,14 +1,17 @@
-"""Benchmark: state estimation per built-in model, the EKF's C on the board beside IPOPT's MHE in Python.
+"""Benchmark: state estimation per built-in model, the EKF's and the real-time MHE's C on the board beside IPOPT's MHE.
 
 For each model, its default sensors (the model file's ``measurement``) along its default scenario: IPOPT's MPC
 on the true state drives the plant (dopri5, process noise 3e-3 per state), the sensors add noise of standard
 deviation 0.01, and both estimators start from a prior off the truth (P0 = 0.1 I). Printed per model:
 
-- the EKF exported in float for the Cortex-M4 (`shooting.codegen.export_estimator`, checked on the emulated
-  board): cycles per update (median and largest, by the project's cycle model at 168 MHz), flash and RAM;
 - the estimation error (RMS over the states and the run's second half, each state on its own spread) of the
-  EKF (Python; its C agrees to rounding, tests/test_estimator_c.py) and of do-mpc's kind of MHE (IPOPT on the
-  full-information cost over a window, `shooting.MHE`), and the MHE's median solve time in this process.
+  EKF (Python; its C agrees to rounding, tests/test_estimator_c.py), of the real-time MHE (one Gauss-Newton QP
+  step per sample, `shooting.estimate.RealTimeMHE`, the twin of its C, tests/test_rt_mhe.py) and of do-mpc's
+  kind of MHE (IPOPT on the full-information cost over the same window, `shooting.MHE`), and the IPOPT MHE's
+  median solve time in this process;
+- the EKF and the real-time MHE exported in float for the Cortex-M4 (`shooting.codegen.export_estimator`,
+  checked on the emulated board): cycles per update (median and largest, by the project's
+  cycle model at 168 MHz), flash and RAM.
 
 Run ``python scripts/bench_estimator.py`` (``--quick``: the cart-pole, a short run, no board; ``--models`` to
 choose).
@@ -30,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import shooting  # noqa: E402
 from benchkit import add_models_option, selected_models  # noqa: E402
 from shooting.codegen import export_estimator  # noqa: E402
+from shooting.estimate import RealTimeMHE  # noqa: E402
 
 
 def sensors(model: shooting.Model) -> int:
@@ -58,7 +62,8 @@ def run(model: shooting.Model, samples: int, horizon: int, seed: int = 3) -> dic
     prior = np.asarray(scenario.x0, dtype=float) + 0.1 * rng.standard_normal(model.nx)
     ekf = shooting.EKF(model, None, Q=Q, R=R, x0=prior, P0=P0, **step)  # type: ignore[arg-type]
     mhe = shooting.MHE(model, None, horizon, Q=Q, R=R, x0=prior, P0=P0, **step)  # type: ignore[arg-type]
-    e_ekf, e_mhe, times = [], [], []
+    rt = RealTimeMHE.of(mhe.problem, horizon)
+    e_ekf, e_mhe, e_rt, times = [], [], [], []
     for k in range(truth.steps):
         x, u = truth.x[k + 1], truth.u[k]
         y = np.array(ekf.measurement_function(x, u, model.p0), dtype=float).reshape(-1)
@@ -66,6 +71,7 @@ def run(model: shooting.Model, samples: int, horizon: int, seed: int = 3) -> dic
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             e_ekf.append(ekf.update(y, u, truth.t[k])[0] - x)
+            e_rt.append(rt.update(y, u, truth.t[k])[0] - x)
             t0 = time.perf_counter()
             e_mhe.append(mhe.update(y, u, truth.t[k])[0] - x)
             times.append(time.perf_counter() - t0)
@@ -75,16 +81,19 @@ def run(model: shooting.Model, samples: int, horizon: int, seed: int = 3) -> dic
     def rms(errors: list[np.ndarray]) -> float:
         return float(np.sqrt(np.mean((np.array(errors[half:]) / spread) ** 2)))
 
-    return {"ekf": rms(e_ekf), "mhe": rms(e_mhe), "mhe_ms": 1e3 * float(np.median(times)), "ny": ny}
+    return {"ekf": rms(e_ekf), "rt": rms(e_rt), "mhe": rms(e_mhe), "mhe_ms": 1e3 * float(np.median(times)),
+            "ny": ny}
 
 
-def board(model: shooting.Model) -> dict[str, float] | str:
-    """The float EKF's C on the emulated Cortex-M4: cycles per update, flash, RAM (or why not)."""
+def board(model: shooting.Model, kind: str, horizon: int) -> dict[str, float] | str:
+    """The float C of the EKF or the real-time MHE on the emulated Cortex-M4: cycles per update, flash, RAM (or
+    why not)."""
     ny = sensors(model)
-    ekf = shooting.EKF(model, None, Q=1e-5 * np.eye(model.nx), R=1e-4 * np.eye(ny), P0=0.1 * np.eye(model.nx),
-                       **discretisation(model))  # type: ignore[arg-type]
+    options = dict(Q=1e-5 * np.eye(model.nx), R=1e-4 * np.eye(ny), P0=0.1 * np.eye(model.nx), **discretisation(model))
+    estimator = shooting.EKF(model, None, **options) if kind == "ekf" else \
+        shooting.MHE(model, None, horizon, **options)  # type: ignore[arg-type]
     with tempfile.TemporaryDirectory() as tmp:
-        report = export_estimator(ekf, Path(tmp) / "c", real="float", target="cortex-m4", check=True)
+        report = export_estimator(estimator, Path(tmp) / "c", real="float", target="cortex-m4", check=True)
     if not report.ok:
         return "check failed: " + "; ".join(report.problems)[:120]
     cost = report.manifest["cortex_m4_cycles"]
@@ -99,27 +108,30 @@ def main() -> int:
     args = parser.parse_args()
     models = selected_models(parser, args)
     samples, horizon = (30, 5) if args.quick else (200, 10)
-    print(f"Estimation: one seeded run of {samples} samples per model (MHE window {horizon}); float EKF C on the "
-          f"emulated Cortex-M4 (cycle model, 168 MHz)" + (" skipped (--quick)" if args.quick else ""))
-    print(f"{'model':<13}{'nx':>3}{'ny':>4}{'EKF cycles med':>16}{'max':>8}{'ms':>8}{'flash B':>9}{'RAM B':>7}"
-          f"{'EKF rms':>10}{'MHE rms':>10}{'MHE ms':>9}")
+    print(f"Estimation error: one seeded run of {samples} samples per model, MHE window {horizon}")
+    print(f"{'model':<13}{'nx':>3}{'ny':>4}{'EKF rms':>10}{'RT-MHE rms':>12}{'IPOPT MHE rms':>15}{'IPOPT ms':>10}")
     for model in models:
         try:
             stats = run(model, samples, horizon)
         except ValueError as err:
             print(f"{model.name:<13}skipped: the simulated run failed: {str(err)[:150]}", flush=True)
             continue
-        cost = None if args.quick else board(model)
-        if isinstance(cost, str):
-            c_cols = f"  skipped: {cost}"
-        elif cost is None:
-            c_cols = f"{'-':>16}{'-':>8}{'-':>8}{'-':>9}{'-':>7}"
-        else:
-            c_cols = (f"{cost['median']:>16.0f}{cost['max']:>8.0f}{cost['ms']:>8.4f}{cost['flash']:>9.0f}"
-                      f"{cost['ram']:>7.0f}")
-        print(f"{model.name:<13}{model.nx:>3}{int(stats['ny']):>4}{c_cols}{stats['ekf']:>10.3g}{stats['mhe']:>10.3g}"
-              f"{stats['mhe_ms']:>9.1f}", flush=True)
+        print(f"{model.name:<13}{model.nx:>3}{int(stats['ny']):>4}{stats['ekf']:>10.3g}{stats['rt']:>12.3g}"
+              f"{stats['mhe']:>15.3g}{stats['mhe_ms']:>10.1f}", flush=True)
     print("rms: the estimation error over the run's second half, each state over its spread in the run")
+    if args.quick:
+        return 0
+    print(f"\nThe float C on the emulated Cortex-M4 (cycle model, 168 MHz), MHE window {horizon}: cycles per update")
+    print(f"{'model':<13}{'EKF med':>9}{'max':>8}{'ms':>8}{'flash B':>9}{'RAM B':>7}"
+          f"{'MHE med':>10}{'max':>9}{'ms':>8}{'flash B':>9}{'RAM B':>7}")
+    for model in models:
+        row = f"{model.name:<13}"
+        for kind, width in (("ekf", 9), ("mhe", 10)):
+            cost = board(model, kind, horizon)
+            row += (f"{'  ' + cost:>{width}}" if isinstance(cost, str) else
+                    f"{cost['median']:>{width}.0f}{cost['max']:>{8 + (kind == 'mhe')}.0f}{cost['ms']:>8.3f}"
+                    f"{cost['flash']:>9.0f}{cost['ram']:>7.0f}")
+        print(row, flush=True)
     return 0
 
 
