@@ -33,8 +33,10 @@ from shooting.estimate.problem import EstimationProblem, Sample
 from shooting.estimate.rt_mhe import RealTimeMHE
 from shooting.estimate.rt_mhe_c import HostMHE, board_run, rt_mhe_files
 from shooting.options import Real, Target
-from shooting.qp import OCP_QP_TOLERANCES, OCPQPSizes, StageQP
+from shooting.qp import OCP_QP_TOLERANCES, OCPQPSizes, StageQP, StageQPResult
 from shooting.qp.host import HostOCPQP
+from shooting.qp.kkt import Problem, residuals, to_result
+from shooting.qp.shortcut import SHORTCUT_ATTEMPTS, shortcut
 
 __all__ = ["QP_DATA", "ROUNDOFF", "check_samples", "export_mhe", "mhe_description", "rounding_allowance"]
 
@@ -156,13 +158,32 @@ def rounding_allowance(rt: RealTimeMHE, samples: list[Sample], reference: FloatA
         model = rt.model
         idx = [i for i in range(model.nx) if np.isfinite(model.x_min[i]) or np.isfinite(model.x_max[i])]
         with tempfile.TemporaryDirectory(prefix="shooting_mhe_qp_") as tmp:
-            twin.qp_solver = HostOCPQP(tmp, OCPQPSizes(rt.horizon + 1, model.nx, model.nx, len(idx)), "float").solve
+            twin.qp_solver = _FloatQP(HostOCPQP(tmp, OCPQPSizes(rt.horizon + 1, model.nx, model.nx, len(idx)),
+                                                "float"))
             perturbed = _run(twin, samples, perturb)
     else:
         perturbed = _run(twin, samples, perturb)
     scale = np.abs(reference).max(axis=0)
     return np.asarray(10 * np.abs(perturbed - reference).max(axis=0) + 10 * eps * np.maximum(scale, 1e-300),
                       dtype=float)
+
+
+class _FloatQP:
+    """The QP solver's float build where the interior point runs; the shortcut in numpy (its point is an equality
+    QP's exact solution, at rounding in either precision)."""
+
+    def __init__(self, host: HostOCPQP) -> None:
+        self.host = host
+
+    def __call__(self, qp: StageQP, *, max_iter: int, tolerances: dict[str, float],
+                 warm: StageQPResult | None = None, shortcut_only: bool = True) -> StageQPResult:
+        if warm is not None:
+            P = Problem(qp)
+            x, u = np.tile(P.x0, (P.N + 1, 1)), np.zeros((P.N + 1, P.nu))
+            solved, _, _, _, spent = shortcut(P, x, u, warm, tolerances, min(SHORTCUT_ATTEMPTS, max_iter))
+            if solved is not None:
+                return to_result(P, solved, 0, spent, residuals(P, solved)[:3])
+        return self.host.solve(qp, max_iter=max_iter, tolerances=tolerances)
 
 
 def mhe_description(rt: RealTimeMHE) -> dict[str, Any]:
