@@ -12,6 +12,7 @@ import ctypes
 import os
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -34,7 +35,8 @@ from shooting.estimate.kalman import EKF_INPUTS, EKF_OUTPUTS
 from shooting.estimate.problem import MissingMeasurementWarning, Sample
 from shooting.estimate.rt_mhe_c import HostMHE
 
-__all__ = ["ESTIMATOR_MANIFEST", "HostEstimator", "HostRealTimeMHE", "checked_measurement", "load_estimator"]
+__all__ = ["ESTIMATOR_MANIFEST", "HostEstimator", "HostRealTimeMHE", "checked_measurement", "load_estimator",
+           "prior_of"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -103,12 +105,8 @@ class HostEstimator:
         self._out = {k: np.zeros(max(sizes_out[k], 1), dtype=dtype) for k in self._outputs}
         self._arg = (ctypes.c_void_p * len(self._inputs))(*[pointer(self._in[k]) for k in self._inputs])
         self._res = (ctypes.c_void_p * len(self._outputs))(*[pointer(self._out[k]) for k in self._outputs])
-        self._x0 = np.asarray(est["x0"], dtype=float)
-        self._P0 = np.asarray(est["P0"], dtype=float)
-        self._p0 = np.asarray(est["p0"], dtype=float)
+        self._x0, self._P0, self._p0 = prior_of(est, path, self.nx, self.np)
         self._z0 = np.asarray(est["z0"], dtype=float)
-        if self._x0.size != self.nx or self._P0.shape != (self.nx, self.nx) or self._p0.size != self.np:
-            raise manifest_disagrees(path, "estimator.x0/P0/p0", "their sizes", f"nx = {self.nx}, np = {self.np}")
         self.reset()
 
     @property
@@ -203,6 +201,20 @@ class HostEstimator:
         return self.x_hat, self.P
 
 
+def prior_of(est: dict[str, Any], path: Path, nx: int, np_: int) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """The manifest's prior (x0, P0) and parameters p0, their sizes checked against nx and np.
+
+    Raises
+    ------
+    ValueError
+        A size that disagrees.
+    """
+    x0, P0, p0 = (np.asarray(est[k], dtype=float) for k in ("x0", "P0", "p0"))
+    if x0.size != nx or P0.shape != (nx, nx) or p0.size != np_:
+        raise manifest_disagrees(path, "estimator.x0/P0/p0", "their sizes", f"nx = {nx}, np = {np_}")
+    return x0, P0, p0
+
+
 def checked_measurement(name: str, y: npt.ArrayLike, sensors: tuple[str, ...], t: float
                         ) -> tuple[FloatArray, npt.NDArray[np.bool_]]:
     """A loaded estimator's measurement, checked: (y with 0 where missing, the missing mask); a NaN entry is a
@@ -281,11 +293,7 @@ class HostRealTimeMHE:
                                      f"{len(self.sensors)} names")
         if not (folder / f"{self.name}.c").is_file():
             raise ValueError(f"{folder / (self.name + '.c')} is missing: export again")
-        self._p0 = np.asarray(est["p0"], dtype=float)
-        self._x0, self._P0 = np.asarray(est["x0"], dtype=float), np.asarray(est["P0"], dtype=float)
-        if self._x0.size != self.nx or self._P0.shape != (self.nx, self.nx) or self._p0.size != self.np:
-            raise manifest_disagrees(folder / "manifest.json", "estimator.x0/P0/p0", "their sizes",
-                                     f"nx = {self.nx}, np = {self.np}")
+        self._x0, self._P0, self._p0 = prior_of(est, folder / "manifest.json", self.nx, self.np)
         self._c = HostMHE(folder, self.name, self.real, self.nx, self.nu, self.ny, self.np,  # type: ignore[arg-type]
                           workdir=private_workdir())
         self.reset()
