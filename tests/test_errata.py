@@ -1,6 +1,7 @@
-"""The errata of the README, proved by computation: the notes' versions fail, the corrections hold.
+"""The errata of the course notes (docs/errata.md), proved by computation: the notes' versions fail, the
+corrections hold.
 
-Items whose proof is a test of the library live with that test (the README
+Items whose proof is a test of the library live with that test (docs/errata.md
 names it); these are the ones that needed a test of their own.
 """
 

@@ -79,7 +79,7 @@ def test_path_constraints_curvature_joins_the_stage_block() -> None:
 @pytest.mark.parametrize("qp_solver", ["riccati-ipm", "riccati-ipm-numpy"])
 def test_exact_hessian_sqp_reaches_ipopts_optimum(qp_solver: str) -> None:
     # (a KKT point whatever the QP's Hessian; with the blocks projected where indefinite, as here, not in fewer
-    # iterations than Gauss-Newton: the README's "Exact Hessians" gives the measured counts)
+    # iterations than Gauss-Newton)
     ocp = _tip_ocp()
     x0 = np.array([0.6, 0.4, 0.0, 0.0])
     truth = verified_optimum(ocp, x0)

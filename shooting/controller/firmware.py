@@ -24,7 +24,8 @@ writes ``firmware/`` beside the controller's files:
 
 QEMU 7.2 emulates the board as ``netduinoplus2`` (its USART1 is the first ``-serial``); it models neither
 the RCC nor the DWT, so there the clock line says the PLL did not lock and the cycle column is 0. On a real
-board, flash the ``.elf`` with st-flash, OpenOCD or STM32CubeProgrammer; the README's board guide says more.
+board, flash the ``.elf`` with st-flash, OpenOCD or STM32CubeProgrammer; docs/controller.md ("On real
+hardware") says more.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ g(x_{n+1}, z) = 0 by Newton from Z_s. Either way z_{n+1} = G(x_{n+1}), so z
 has the order of x as well (the direct approach's own extrapolation
 z_{n+1} = (1 - b' A^-1 1) z_n + b' A^-1 Z, which a non-stiffly-accurate
 method such as Gauss-Legendre would need, keeps only the stage order; the
-README's "Models with algebraic states" gives the measured orders).
+docs/dae.md gives the measured orders).
 
 Explicit tableaus solve g(X_i, Z_i) = 0 for Z_i at each stage by Newton
 (guess: the previous stage's Z; the first stage, from the caller's guess z0,

@@ -10,7 +10,7 @@ step of size h from (t_n, x_n) has stage slopes
     K_i = f(X_i, t_n + c_i h),   X_i = x_n + h * sum_j a_ij K_j,   i = 1..s,
 
 and advances x_{n+1} = x_n + h * sum_i b_i K_i. The stage state is always built
-from x_n, never from the previous stage (Erratum E1 in the README: the RK4
+from x_n, never from the previous stage (Erratum E1 in docs/errata.md: the RK4
 step note this project started from writes x_3 = x_2 + h/2 f_2 and
 x_4 = x_3 + h f_3; right are x_3 = x_n + h/2 f_2 and x_4 = x_n + h f_3).
 """

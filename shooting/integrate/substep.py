@@ -7,7 +7,7 @@ discrete map; they agree to rounding):
 
 - ``forward``: stage-wise forward propagation (the RK4 and Euler step notes'
   recursion, generalised to any tableau, with their typos corrected: Errata
-  E1, E2 and E4 in the README; the Jacobians are taken at the stage state
+  E1, E2 and E4 in docs/errata.md; the Jacobians are taken at the stage state
   before the update). Differentiating K_i = f(X_i), X_i = x_n + h sum_j a_ij K_j
   with respect to w = (x_0, u) gives
 
@@ -22,7 +22,7 @@ discrete map; they agree to rounding):
   whose matrix is the Newton matrix at the converged stages.
 - ``variational``: the tableau applied to the augmented state z = [x; vec(S)]
   with z' = [f; f_x S + [0 f_u]] ("method 1" of the sensitivity-equation
-  note; Errata E6 and E7 in the README: its z_{n+1} = z_n + h/2 (...) is a
+  note; Errata E6 and E7 in docs/errata.md: its z_{n+1} = z_n + h/2 (...) is a
   typo for h/6, and its k_2, k_3 evaluate f_x at x_n + k/2 where
   x_n + h k/2 is meant). The S-part of the augmented stage
   equations is linear, so for implicit tableaus it is solved exactly with the

@@ -4,7 +4,7 @@ Every coefficient is an exact fraction, checked against the rooted-tree
 order conditions when the catalogue entry is first built (``get_tableau`` is
 cached).  Where the notes this project started from disagree with the order
 conditions, an ``Erratum`` comment sits next to the corrected coefficient,
-numbered as in the README's section "Errata".
+numbered as in docs/errata.md.
 
 ``order`` is always the order of ``b`` (the propagated solution) and
 ``embedded_order`` that of ``b_hat`` (the error estimator): for the
@@ -55,7 +55,7 @@ def _euler() -> ButcherTableau:
 def _midpoint() -> ButcherTableau:
     return _explicit(
         [[], ["1/2"]],
-        # Erratum E14 (README): a course cheat sheet gives b = (0, 1/2), which
+        # Erratum E14 (docs/errata.md): a course cheat sheet gives b = (0, 1/2), which
         # sums to 1/2 (inconsistent); correct b = (0, 1).
         [0, 1],
         name="midpoint", order=2,
@@ -81,7 +81,7 @@ def _heun() -> ButcherTableau:
 def _ralston() -> ButcherTableau:
     return _explicit(
         [[], ["2/3"]],
-        # Erratum E15 (README): a course cheat sheet gives b = (1/4, 1/3),
+        # Erratum E15 (docs/errata.md): a course cheat sheet gives b = (1/4, 1/3),
         # which sums to 7/12; correct b = (1/4, 3/4) (= rk2(2/3): b_2 =
         # 1/(2 alpha) = 3/4).
         ["1/4", "3/4"],

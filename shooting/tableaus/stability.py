@@ -19,7 +19,7 @@ below decide on exact coefficients instead of sampled values:
   Hurwitz on Q(-z), also exact.
 * L-stable  <=>  A-stable and R(z) -> 0 as |z| -> inf, i.e. deg P < deg Q.
 
-Erratum E16 (README): a course cheat sheet defines L-stability through
+Erratum E16 (docs/errata.md): a course cheat sheet defines L-stability through
 ``lim_{w -> +-inf} |R(i w h)| = 0``; the definition is
 ``R(z) -> 0`` as ``|z| -> inf`` (Ehle 1969; HNW II, Def. IV.3.7).  For a
 rational R both limits agree, but only the latter is the definition, and it
@@ -31,7 +31,7 @@ tableau's ``tolerance`` times the size of the largest coefficient are set to
 zero before the exact decisions; this removes e.g. the 1e-90 noise in the
 E-polynomial of Gauss methods, which is identically zero in theory.
 
-Erratum E9 (README): lecture slides say "for orders higher than 5 the
+Erratum E9 (docs/errata.md): lecture slides say "for orders higher than 5 the
 stability domain depends on the concrete Butcher tableau"; it already does
 from order 5 on: an explicit method of order p = s exists only for p <= 4
 (then R is the degree-p Taylor polynomial of exp), while order 5 needs 6
@@ -285,7 +285,7 @@ def is_a_stable(tableau: ExactTableau) -> bool:
 
 def is_l_stable(tableau: ExactTableau) -> bool:
     """A-stable and ``R(z) -> 0`` as ``|z| -> inf`` (``deg P < deg Q``, exactly)."""
-    # Erratum E16 (README): not "lim |R(i w h)| = 0" but R(z) -> 0
+    # Erratum E16 (docs/errata.md): not "lim |R(i w h)| = 0" but R(z) -> 0
     # as |z| -> inf in any direction (Ehle 1969; HNW II, Def. IV.3.7).
     if not is_a_stable(tableau):
         return False

@@ -6,7 +6,7 @@ A Runge-Kutta method with ``s`` stages is the data
     --+----          x_{n+1} = x_n + h sum_i b_i k_i
       | b^T          (embedded: x^_{n+1} = x_n + h sum_i b^_i k_i)
 
-Erratum E12 (README): a course cheat sheet writes the stage as
+Erratum E12 (docs/errata.md): a course cheat sheet writes the stage as
 ``K_n = f(t_k + dt c_n, x_n + dt (A_n) K)``; the stage state starts from the
 step's initial state, ``x_k + dt sum_j a_nj K_j`` (``x_k``, not ``x_n``).
 
