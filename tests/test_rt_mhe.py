@@ -62,17 +62,20 @@ def test_one_gauss_newton_step_is_the_mhe_on_a_linear_model(bounded: bool, horiz
     Q, R, P0 = np.diag([1e-4, 1e-3]), np.diag([1e-2]), np.diag([0.5, 0.5])
     mhe = shooting.MHE(model, h, horizon, Q=Q, R=R, P0=P0)
     rt = RealTimeMHE(model, h, horizon, Q=Q, R=R, P0=P0)
-    worst, lowest = 0.0, np.inf
+    worst, lowest, iterations = 0.0, np.inf, []
     for k, (u, y) in enumerate(_data(model, 30, seed=3, u=-0.05 if bounded else 1.0)):
         x_ipopt, P_ipopt = mhe.update(y, u, t=k * 0.1)
         x_rt, P_rt = rt.update(y, u, t=k * 0.1)
         assert rt.last_status == 0 and np.array_equal(P_rt, P_ipopt)  # (the same arrival cost, bit for bit)
+        iterations.append(rt.last_iterations)
         worst = max(worst, float(np.abs(mhe.window_states - rt.window_states).max()))
         lowest = min(lowest, float(rt.window_states[:, 0].min()))
     # IPOPT at tol 1e-10 relaxes bounds by ~1e-8: the active bound's case is that far apart, the others to rounding
     assert worst < (1e-6 if bounded else 1e-12), worst
     if bounded:
         assert 0.0 <= lowest <= 1e-12  # the bound is active (an interior point's step stops just inside it)
+    else:  # no bound: after the first sample the last QP's active set (none) holds, one Newton step each
+        assert iterations[1:] == [1] * (len(iterations) - 1), iterations
 
 
 def _mhe(name: str, horizon: int) -> shooting.MHE:
@@ -155,6 +158,11 @@ def test_loaded_mhe_takes_missing_sensors_and_refuses_bad_input(tmp_path: Path) 
     with pytest.warns(shooting.MissingMeasurementWarning, match=r"y\[1\]"):
         x_hat, _ = est.update([0.0, np.nan], [0.0])
     assert np.isfinite(x_hat).all() and not est.last_corrected
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", shooting.MissingMeasurementWarning)
+        for k in range(3):  # the cart-pole far from its bound: the C's warm start takes one QP iteration too
+            est.update([0.01 * k, 3.1], [0.0], t=0.05 * (k + 1))
+            assert est.last_status == 0 and est.last_iterations == 1
     est.reset()
     assert np.array_equal(est.x_hat, mhe.problem.x0) and np.array_equal(est.P, mhe.problem.P0)
     est.reset(x0=[0.1, 3.0, 0.0, 0.0])
