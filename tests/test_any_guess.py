@@ -8,20 +8,19 @@ would not give; and, where the NLP's hard rows cannot be met, IPOPT's own failur
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import shooting
-from shooting.codegen import export_controller, load_controller, toolchain
+from shooting.codegen import export_controller, load_controller
 from shooting.mpc.sqp import SQP_STATUS
+from support import needs_gcc
 
-CI = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 TIGHT = {"ipopt.tol": 1e-12, "ipopt.constr_viol_tol": 1e-12, "ipopt.bound_relax_factor": 0.0}
 
-pytestmark = pytest.mark.skipif(not CI and not toolchain.have_host_compiler(), reason="needs gcc")
+pytestmark = needs_gcc
 
 
 def _kkt_point(ocp: shooting.MultipleShootingOCP, x0: np.ndarray, res: shooting.mpc.sqp.SQPResult) -> None:

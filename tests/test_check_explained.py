@@ -7,7 +7,6 @@ what any compiled controller can meet (a module constant, `MAX_TOLERANCE`), so t
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,13 +16,9 @@ import pytest
 
 import shooting
 import shooting.controller.check as check
-from shooting.codegen import qemu_mps2
 from shooting.controller import export_controller
 from shooting.controller.diagnosis import explain, first_excess
-
-CI = bool(os.environ.get("CI"))
-needs_m4 = pytest.mark.skipif(not (qemu_mps2.have_cortex_m4_toolchain() and qemu_mps2.have_qemu()) and not CI,
-                              reason="needs arm-none-eabi-gcc and qemu-system-arm")
+from support import needs_m4
 
 
 @pytest.fixture(scope="module")

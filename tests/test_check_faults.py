@@ -14,13 +14,11 @@ import numpy as np
 import pytest
 
 import shooting
-from shooting.codegen import emitter, export_integrator, pipeline, qemu_mps2, toolchain, verify
+from shooting.codegen import emitter, export_integrator, pipeline, toolchain, verify
 from shooting.codegen.rounding import rounding_spread
+from support import needs_gcc, needs_m4
 
-CI = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
-needs_gcc = pytest.mark.skipif(not toolchain.have_host_compiler() and not CI, reason="gcc not installed")
-needs_arm = pytest.mark.skipif(not qemu_mps2.have_cortex_m4_toolchain() and not CI,
-                               reason="arm-none-eabi-gcc not installed (CI installs it)")
+needs_arm = needs_m4
 
 
 def _step(model: str = "cartpole", method: str = "rk4", steps: int = 1) -> tuple[shooting.Model, ca.Function]:

@@ -10,14 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from shooting.codegen import qemu_mps2, toolchain
-
-CI = bool(os.environ.get("CI"))
-needs_gcc = pytest.mark.skipif(not toolchain.have_host_compiler() and not CI, reason="gcc not installed")
-needs_m4 = pytest.mark.skipif(
-    not (qemu_mps2.have_cortex_m4_toolchain() and qemu_mps2.have_qemu()) and not CI,
-    reason="arm-none-eabi-gcc/newlib/qemu-system-arm not installed (CI installs them)",
-)
+from shooting.codegen import toolchain
+from support import needs_gcc, needs_m4
 
 
 def run(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:

@@ -12,7 +12,6 @@ cart is pushed.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -23,10 +22,9 @@ import pytest
 
 import shooting
 from shooting import RTIController, simulate_closed_loop
-from shooting.codegen import export_controller, load_controller, toolchain
+from shooting.codegen import export_controller, load_controller
+from support import needs_gcc
 
-CI = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
-needs_gcc = pytest.mark.skipif(not CI and not toolchain.have_host_compiler(), reason="needs gcc")
 TIGHT = {"ipopt.tol": 1e-12, "ipopt.bound_relax_factor": 0.0, "ipopt.constr_viol_tol": 1e-12}
 X0 = np.array([0.0, 0.8, 1.0, 0.0])  # leaning, the cart moving: the power limit binds at once
 

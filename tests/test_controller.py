@@ -12,7 +12,6 @@ reference makes the inputs differ far beyond rounding (1e-8 double; float:
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 from pathlib import Path
@@ -23,15 +22,13 @@ import pytest
 
 import shooting
 from shooting.cli import main
-from shooting.codegen import export_controller, export_integrator, load_controller, load_step, qemu_mps2, toolchain
+from shooting.codegen import export_controller, export_integrator, load_controller, load_step, toolchain
 from shooting.controller.c_source import controller_spec, generate_controller
 from shooting.controller.check import board_loop, compare_inputs, host_loop, reference_loop
+from support import needs_gcc, needs_m4
 
 # Under CI=true a missing tool fails the tests instead of skipping them.
-CI = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
-pytestmark = pytest.mark.skipif(not toolchain.have_host_compiler() and not CI, reason="needs gcc")
-needs_m4 = pytest.mark.skipif(not (qemu_mps2.have_cortex_m4_toolchain() and qemu_mps2.have_qemu()) and not CI,
-                              reason="needs arm-none-eabi-gcc, newlib and qemu-system-arm")
+pytestmark = needs_gcc
 
 INF = np.inf
 

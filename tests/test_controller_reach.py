@@ -12,7 +12,6 @@ stack's -fstack-usage): it must grow linearly with the horizon.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,12 +20,8 @@ import numpy as np
 import pytest
 
 import shooting
-from shooting.codegen import export_controller, load_controller, qemu_mps2, toolchain
-
-CI = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
-needs_m4 = pytest.mark.skipif(not (qemu_mps2.have_cortex_m4_toolchain() and qemu_mps2.have_qemu()) and not CI,
-                              reason="needs arm-none-eabi-gcc, newlib and qemu-system-arm")
-needs_gcc = pytest.mark.skipif(not toolchain.have_host_compiler() and not CI, reason="needs gcc")
+from shooting.codegen import export_controller, load_controller
+from support import needs_gcc, needs_m4
 
 
 @needs_m4

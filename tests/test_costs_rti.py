@@ -12,7 +12,6 @@ as an economic-looking cost 20 (1 - cos th) whose Hessian is indefinite for
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import casadi as ca
@@ -21,11 +20,10 @@ import pytest
 
 import shooting
 from shooting import RTIController, least_squares, simulate_closed_loop
-from shooting.codegen import export_controller, load_controller, toolchain
+from shooting.codegen import export_controller, load_controller
 from shooting.mpc.costs import CONVEXIFY_TAU, convexify
+from support import needs_gcc
 
-CI = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
-needs_gcc = pytest.mark.skipif(not CI and not toolchain.have_host_compiler(), reason="needs gcc")
 TIGHT = {"ipopt.tol": 1e-12, "ipopt.bound_relax_factor": 0.0}
 UP = ca.DM([0.0, -1.0])
 

@@ -11,7 +11,6 @@ A missing tool skips the tests that need it locally but fails them when the envi
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import time
@@ -30,8 +29,7 @@ from shooting.codegen.cycle_model import (
     instruction_cycles,
     split_mnemonic,
 )
-
-CI = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+from support import CI
 
 
 @pytest.fixture(scope="module")

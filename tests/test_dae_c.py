@@ -3,19 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
 
 import numpy as np
 import pytest
 
 import shooting
 from shooting.cli import main
-from shooting.codegen import export_integrator, load_step, qemu_mps2, toolchain
-
-CI = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
-needs_gcc = pytest.mark.skipif(not toolchain.have_host_compiler() and not CI, reason="gcc not installed")
-needs_m4 = pytest.mark.skipif(not (qemu_mps2.have_cortex_m4_toolchain() and qemu_mps2.have_qemu()) and not CI,
-                              reason="arm-none-eabi-gcc, newlib or qemu-system-arm not installed (CI installs them)")
+from shooting.codegen import export_integrator, load_step
+from support import needs_gcc, needs_m4
 
 
 @needs_gcc

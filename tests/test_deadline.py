@@ -11,7 +11,6 @@ point (6-22 iterations).
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
@@ -20,11 +19,9 @@ import pytest
 
 import shooting
 from shooting.codegen import export_controller, load_controller, qemu_mps2, toolchain
+from support import needs_gcc, needs_m4
 
-CI = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
-pytestmark = pytest.mark.skipif(not toolchain.have_host_compiler() and not CI, reason="needs gcc")
-needs_m4 = pytest.mark.skipif(not (qemu_mps2.have_cortex_m4_toolchain() and qemu_mps2.have_qemu()) and not CI,
-                              reason="needs arm-none-eabi-gcc, newlib and qemu-system-arm")
+pytestmark = needs_gcc
 
 
 @pytest.fixture(scope="module")

@@ -15,9 +15,9 @@ import pytest
 
 import shooting
 from shooting._cli_parser import build_parser
+from support import CI
 
 ROOT = Path(__file__).resolve().parents[1]
-CI = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,6 @@ built-in model's float C on the emulated Cortex-M4 against CasADi within each ou
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import warnings
@@ -21,9 +20,7 @@ import pytest
 
 import shooting
 from shooting.codegen import export_estimator, load_estimator
-
-needs_m4 = pytest.mark.skipif(not shutil.which("arm-none-eabi-gcc") or not shutil.which("qemu-system-arm"),
-                              reason="needs arm-none-eabi-gcc and qemu-system-arm")
+from support import needs_m4
 
 
 def _ekf(name: str, **kw: object) -> shooting.EKF:

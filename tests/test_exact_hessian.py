@@ -6,7 +6,6 @@ Independent truth: CasADi's Hessian of pi' F (F the plain step, no sensitivities
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import casadi as ca
@@ -14,15 +13,12 @@ import numpy as np
 import pytest
 
 import shooting
-from shooting.codegen import qemu_mps2
 from shooting.controller import export_controller, load_controller
 from shooting.controller.check import verified_optimum
 from shooting.mpc.curvature import curvature_functions
+from support import needs_m4
 
 L_POLE = 0.8
-CI = bool(os.environ.get("CI"))
-needs_m4 = pytest.mark.skipif(not (qemu_mps2.have_cortex_m4_toolchain() and qemu_mps2.have_qemu()) and not CI,
-                              reason="needs arm-none-eabi-gcc, newlib and qemu-system-arm")
 
 
 def _tip_ocp(horizon: int = 30, tip_weight: float = 6.0) -> shooting.MultipleShootingOCP:

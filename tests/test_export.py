@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 from pathlib import Path
@@ -12,11 +11,9 @@ import numpy as np
 import pytest
 
 import shooting
-from shooting.codegen import export_integrator, generate_c, qemu_mps2, toolchain, verify
+from shooting.codegen import export_integrator, generate_c, toolchain, verify
 from shooting.codegen.pipeline import install_export
-
-CI = bool(os.environ.get("CI"))
-needs_gcc = pytest.mark.skipif(not toolchain.have_host_compiler() and not CI, reason="gcc not installed")
+from support import needs_gcc, needs_m4
 
 
 def _step(model_name: str, method: str = "rk4", steps: int = 1, mode: str = "forward") -> tuple:
@@ -119,8 +116,7 @@ def test_check_detects_a_wrong_constant():
     assert not report.passed and report.worst_error > 1e-9
 
 
-needs_arm = pytest.mark.skipif(not qemu_mps2.have_cortex_m4_toolchain() and not CI,
-                               reason="arm-none-eabi-gcc not installed (CI installs it)")
+needs_arm = needs_m4
 
 
 @needs_arm

@@ -8,7 +8,6 @@ the check's own allowance for the float controller against the double reference.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -21,8 +20,8 @@ from shooting.cli import main
 from shooting.codegen import load_controller, qemu_mps2
 from shooting.controller.board import PLANT_METHOD, PLANT_STEPS
 from shooting.controller.firmware import NETDUINOPLUS2_ARGS
+from support import CI
 
-CI = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 pytestmark = pytest.mark.skipif(
     not (qemu_mps2.have_cortex_m4_toolchain() and qemu_mps2.have_qemu() and shutil.which("make")) and not CI,
     reason="needs arm-none-eabi-gcc, newlib, make and qemu-system-arm")

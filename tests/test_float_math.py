@@ -10,7 +10,6 @@ Function in double. Tolerances: the template's stated 2 ulp (measured 1.7 to
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
@@ -22,9 +21,7 @@ import shooting
 from shooting.codegen import toolchain
 from shooting.codegen.c_files import generate_c
 from shooting.codegen.emitter import TRIG_LIMIT, CEmitter
-
-CI = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
-needs_gcc = pytest.mark.skipif(not toolchain.have_host_compiler() and not CI, reason="needs gcc")
+from support import needs_gcc
 
 _MAIN = r"""
 #include <math.h>

@@ -7,7 +7,6 @@ controllers of one export stepped differently giving what a fresh one gives.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -15,10 +14,10 @@ import pytest
 
 import shooting
 import shooting.controller.host_cache as host_cache
-from shooting.codegen import export_controller, load_controller, toolchain
+from shooting.codegen import export_controller, load_controller
+from support import needs_gcc
 
-CI = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
-pytestmark = pytest.mark.skipif(not CI and not toolchain.have_host_compiler(), reason="needs gcc")
+pytestmark = needs_gcc
 X0 = np.array([0.2, 0.3, 0.0, 0.0])
 
 

@@ -25,12 +25,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shooting.codegen import qemu_mps2
+from support import needs_m4
 
 INSTANTS = 30
-needs_m4 = pytest.mark.skipif(
-    not (qemu_mps2.have_cortex_m4_toolchain() and qemu_mps2.have_qemu()) and os.environ.get("CI") != "true",
-    reason="arm-none-eabi-gcc/newlib/qemu-system-arm not installed (CI installs them)")
 
 VERBS = {
     "mpc": ["mpc", "--model", "cartpole", "--horizon", "20", "--sim-steps", "40"],

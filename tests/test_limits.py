@@ -16,8 +16,7 @@ import pytest
 import shooting
 from shooting._validate import MAX_NAME_LENGTH, MAX_PREFIX_LENGTH
 from shooting.codegen import export_controller, export_integrator, toolchain
-
-needs_gcc = pytest.mark.skipif(not toolchain.have_host_compiler(), reason="needs gcc")
+from support import needs_gcc
 
 
 def _cli(tmp: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

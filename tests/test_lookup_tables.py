@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 import statistics
 
 import casadi as ca
@@ -11,12 +10,9 @@ import numpy as np
 import pytest
 
 import shooting
-from shooting.codegen import export_integrator, generate_c, qemu_mps2, toolchain, verify
+from shooting.codegen import export_integrator, generate_c, toolchain, verify
+from support import needs_gcc, needs_m4
 
-CI = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
-needs_gcc = pytest.mark.skipif(not toolchain.have_host_compiler() and not CI, reason="gcc not installed")
-needs_m4 = pytest.mark.skipif(not (qemu_mps2.have_cortex_m4_toolchain() and qemu_mps2.have_qemu()) and not CI,
-                              reason="arm-none-eabi-gcc or qemu-system-arm not installed (CI installs them)")
 RNG = np.random.default_rng(7)
 
 

@@ -24,10 +24,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import shooting
-from shooting.codegen import export_controller, export_integrator, load_controller, load_step, toolchain
+from shooting.codegen import export_controller, export_integrator, load_controller, load_step
 from shooting.mpc import RTIController
+from support import needs_gcc
 
-pytestmark = pytest.mark.skipif(not toolchain.have_host_compiler(), reason="needs gcc")
+pytestmark = needs_gcc
 
 PENDULUM = shooting.load_model("pendulum")
 DEEP = 100_000

@@ -24,7 +24,6 @@ for it:
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import casadi as ca
@@ -32,10 +31,10 @@ import numpy as np
 import pytest
 
 import shooting
-from shooting.codegen import export_controller, load_controller, toolchain
+from shooting.codegen import export_controller, load_controller
+from support import needs_gcc
 
-CI = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
-pytestmark = pytest.mark.skipif(not CI and not toolchain.have_host_compiler(), reason="needs gcc")
+pytestmark = needs_gcc
 TIGHT = {"ipopt.tol": 1e-12, "ipopt.bound_relax_factor": 0.0, "ipopt.constr_viol_tol": 1e-12}
 
 

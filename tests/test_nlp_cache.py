@@ -24,8 +24,9 @@ import shooting
 from shooting.mpc import nlp_cache
 from shooting.mpc.nlp_cache import NLPCacheWarning, compile_nlp_default
 from shooting.mpc.nlp_compile import compiler_identity
+from support import needs_gcc
 
-pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+pytestmark = needs_gcc
 
 # The problem of most tests: a pendulum swing-up, short, so each compile takes about a second.
 SPEC = {"model": "pendulum", "horizon": 8, "dt": 0.05, "Q": [10.0, 1.0]}

@@ -13,7 +13,6 @@ Truth, independent of the code under test:
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import warnings
@@ -28,9 +27,7 @@ from shooting.codegen import export_estimator, load_estimator
 from shooting.estimate import rt_mhe_c
 from shooting.estimate.export_mhe import check_samples, rounding_allowance
 from shooting.estimate.rt_mhe import RealTimeMHE
-
-needs_m4 = pytest.mark.skipif(not shutil.which("arm-none-eabi-gcc") or not shutil.which("qemu-system-arm"),
-                              reason="needs arm-none-eabi-gcc and qemu-system-arm")
+from support import needs_m4
 
 BUILT_IN = ("cartpole", "dip", "pendulum", "quadrotor", "stiff_chain", "two_link_arm", "vanderpol")
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import copy
 import json
 import os
-import shutil
 import subprocess
 import sys
 import warnings
@@ -38,8 +37,9 @@ from shooting.mpc.rti_library import RTILibraryWarning, attach_library
 from shooting.mpc.rti_stage import StageQPBuilder
 from shooting.qp import OCP_QP_TOLERANCES, OCPQPSizes, StageQP, StageQPResult, shifted_result, solve_stage_qp
 from shooting.qp.host import CompiledStageQP, library_source
+from support import needs_gcc
 
-pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+pytestmark = needs_gcc
 
 #: See the module docstring: the interior point's stationarity tolerance.
 ROUNDING = OCP_QP_TOLERANCES["double"]["tol_stat"]

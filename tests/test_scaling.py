@@ -8,7 +8,6 @@ badly scaled plant that float exports only scaled.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -18,8 +17,8 @@ import shooting
 from poly_reactor import make_model as reactor_model
 from poly_reactor import make_ocp as reactor_ocp
 from shooting.codegen import export_controller, load_controller, toolchain
+from support import CI
 
-CI = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 TIGHT = {"ipopt.tol": 1e-12, "ipopt.constr_viol_tol": 1e-12}
 #: Scales that are not powers of two (their divisions round) and far from one, on every variable.
 CARTPOLE_X_SCALE, CARTPOLE_U_SCALE = [3.0, 0.3, 7.0, 0.2], [37.0]

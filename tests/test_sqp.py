@@ -12,19 +12,16 @@ run the same iteration: the same iteration count and inputs to rounding.
 
 from __future__ import annotations
 
-import os
-
 import casadi as ca
 import numpy as np
 import pytest
 
 import shooting
 from shooting import MPCController, RTIController, simulate_closed_loop
-from shooting.codegen import export_controller, load_controller, toolchain
+from shooting.codegen import export_controller, load_controller
 from shooting.mpc.sqp import SQP_TOLERANCES
+from support import needs_gcc
 
-CI = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
-needs_gcc = pytest.mark.skipif(not CI and not toolchain.have_host_compiler(), reason="needs gcc")
 TIGHT = {"ipopt.tol": 1e-12, "ipopt.bound_relax_factor": 0.0, "ipopt.constr_viol_tol": 1e-12}
 
 
