@@ -10,7 +10,6 @@ reference on the same plant.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import warnings
@@ -23,6 +22,7 @@ import shooting
 from shooting.codegen import export_controller
 from shooting.controller.board import PLANT_METHOD, PLANT_STEPS
 from shooting.controller.export import STILL
+from support import needs_m4
 
 sys.path.insert(0, str(Path(__file__).parent))
 import gantry_crane  # noqa: E402
@@ -160,8 +160,7 @@ def test_the_float_check_of_a_soft_row(crane, slack_l1: float, tmp_path: Path) -
         assert checked["max_path_violation"] < 1e-6
 
 
-@pytest.mark.skipif(not shutil.which("arm-none-eabi-gcc") or not shutil.which("qemu-system-arm"),
-                    reason="needs arm-none-eabi-gcc and qemu-system-arm")
+@needs_m4
 def test_the_float_crane_on_the_board_follows_its_reference(crane, ipopt_loop, tmp_path: Path) -> None:
     # The must-show of issue 36: a tracking model of our own (a moving reference, a soft path constraint that is
     # active) checked in float on the emulated Cortex-M4 with the check exercising the motion: the board's loop

@@ -13,7 +13,8 @@ import pytest
 
 import shooting
 from shooting.cli import main
-from shooting.codegen import export_controller, load_controller, toolchain
+from shooting.codegen import export_controller, load_controller
+from support import needs_gcc
 
 
 def _reduced(m: shooting.Model) -> shooting.Model:
@@ -76,7 +77,7 @@ def test_closed_loop_with_dae_plant_and_controllers(dip):
     assert np.abs(r.u - s.u).max() < 1e-6 and np.abs(r.x - s.x).max() < 1e-8
 
 
-@pytest.mark.skipif(not toolchain.have_host_compiler(), reason="needs gcc")
+@needs_gcc
 def test_c_controller_on_the_dae_equals_the_one_on_the_reduced_ode(dip, tmp_path):
     """The C controller takes algebraic states (its step's A and B eliminate z): its closed loop on the DAE
     equals the C controller's on the reduced ODE (an independent formulation) to the QPs' accuracy."""
@@ -99,7 +100,7 @@ def test_c_controller_refuses_bounds_on_algebraic_states(dip, tmp_path):
     assert not (tmp_path / "c").exists()
 
 
-@pytest.mark.skipif(not toolchain.have_host_compiler(), reason="needs gcc")
+@needs_gcc
 @pytest.mark.parametrize("real", ["double", "float"])
 def test_cli_controller_for_the_dae_built_in_passes_its_check(real, tmp_path):
     status = main(["controller", "--model", "dip", "--real", real, "--check", "--out", str(tmp_path / "c"), "-q",

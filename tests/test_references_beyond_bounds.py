@@ -24,6 +24,7 @@ import shooting
 from shooting.codegen import export_controller, toolchain
 from shooting.controller.c_source import controller_spec, generate_controller
 from shooting.controller.check import compare_inputs, host_loop, reference_loop
+from support import needs_gcc
 
 Warn = shooting.ReferenceBeyondBoundsWarning
 
@@ -123,7 +124,7 @@ def test_warnings_name_the_weight_that_pulls_and_come_once_per_entry():
         ocp.solve(model.x0, x_ref=[0.0, 9.0])
 
 
-@pytest.mark.skipif(not toolchain.have_host_compiler(), reason="needs gcc")
+@needs_gcc
 def test_the_c_controller_tracks_a_reference_beyond_the_bound_like_the_python_rti():
     model = cstr()
     ocp = _quiet(shooting.MultipleShootingOCP, model, 12, dt=0.1, Q=[0.0, 1.0], R=[0.1], x_ref=[0.0, 1.8],

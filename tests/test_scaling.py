@@ -16,8 +16,8 @@ import pytest
 import shooting
 from poly_reactor import make_model as reactor_model
 from poly_reactor import make_ocp as reactor_ocp
-from shooting.codegen import export_controller, load_controller, toolchain
-from support import CI
+from shooting.codegen import export_controller, load_controller
+from support import needs_gcc
 
 TIGHT = {"ipopt.tol": 1e-12, "ipopt.constr_viol_tol": 1e-12}
 #: Scales that are not powers of two (their divisions round) and far from one, on every variable.
@@ -100,7 +100,7 @@ def test_the_python_sqp_in_scaled_variables_answers_in_the_models_units(soft: bo
         assert np.abs(ub - ua).max() <= 1e-6 * 160, (k, ua, ub)
 
 
-@pytest.mark.skipif(not CI and not toolchain.have_host_compiler(), reason="needs gcc")
+@needs_gcc
 def test_the_c_controller_in_scaled_variables_speaks_the_models_units(tmp_path: Path) -> None:
     x0 = np.array([0.3, 0.5, 0.0, 0.0])
     runs = {}
@@ -125,7 +125,7 @@ def test_the_c_controller_in_scaled_variables_speaks_the_models_units(tmp_path: 
     assert np.abs(ub - ua).max() <= 1e-6 * 160 and np.abs(xb - xa).max() <= 1e-6 * (1 + np.abs(xa).max())
 
 
-@pytest.mark.skipif(not CI and not toolchain.have_host_compiler(), reason="needs gcc")
+@needs_gcc
 def test_a_plant_in_grams_exports_in_float_only_scaled(tmp_path: Path) -> None:
     # do-mpc's polymerisation reactor in g and g/h (masses 1e7, the feed's bound 3e7). Unscaled (x_scale=1,
     # u_scale=1, today's main), float rounding moves the inputs beyond the check's allowance (measured: 3.8e-2 of the

@@ -24,9 +24,9 @@ import pytest
 import shooting
 from shooting import ControlStep, MPCController, RTIController, simulate_closed_loop
 from shooting.cli import main
-from shooting.codegen import export_controller, load_controller, toolchain
+from shooting.codegen import export_controller, load_controller
 from shooting.mpc.rti import QPPoint
-from support import CI
+from support import needs_gcc
 
 N, DT = 8, 0.1
 # Under CI=true a missing compiler fails the C test instead of skipping it.
@@ -229,7 +229,7 @@ def test_cartpole_tracking_scenario_follows_the_sinusoid(tmp_path, capsys):
     assert "has no scenario 'tracking': choose one of default, hold" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(not toolchain.have_host_compiler() and not CI, reason="needs gcc")
+@needs_gcc
 def test_exported_controller_takes_the_reference_through_set_reference(tmp_path):
     """The generated C has no x_ref keyword: the closed loop sets every stage's reference instead, and the C
     follows the sinusoid exactly as the Python RTI does from the same guess."""
