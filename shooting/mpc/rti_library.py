@@ -65,8 +65,8 @@ from shooting.mpc.rti_data import DataEvaluator
 from shooting.mpc.rti_stage import StageQPBuilder
 from shooting.qp.host import CompiledStageQP, library_source
 
-__all__ = ["CACHE_FORMAT", "RTI_CFLAGS", "RTI_OPT", "RTILibrary", "RTILibraryReport", "RTILibraryWarning",
-           "attach_library"]
+__all__ = ["CACHE_FORMAT", "RTI_CFLAGS", "RTI_O2_MAX", "RTI_OPT", "RTILibrary", "RTILibraryReport",
+           "RTILibraryWarning", "attach_library", "rti_opt"]
 
 #: Bumped whenever what an entry holds or how it is made changes: old entries are then ignored.
 CACHE_FORMAT = 1
@@ -74,7 +74,16 @@ CACHE_FORMAT = 1
 #: build (-O3 measured no faster there); CasADi's C of the data compiles in 0.1 s (cart-pole) to 2.3 s
 #: (the stiff chain's Radau IIA step) at -O2, the QP in 0.7 s.
 RTI_OPT, RTI_CFLAGS = "-O2", ("-shared", "-fPIC")
-_FLAGS = [*HOST_CFLAGS, RTI_OPT, *RTI_CFLAGS]
+#: Sources larger than this (bytes) compile at -O0: gcc's -O2 (and -O1) on a huge straight-line function grows
+#: faster than its size. Measured on this machine: the built-ins' data are 21 kB (cart-pole) to 361 kB (the stiff
+#: chain, 2.3 s at -O2); do-mpc's polymerisation reactor in grams is 4.5 MB: 159 s at -O2, 137 s at -O1, 23 s at
+#: -O0, its RTI sample 25 % slower at -O0 (20 samples: 4.8 s against 3.9 s).
+RTI_O2_MAX = 1_000_000
+
+
+def rti_opt(sources: dict[str, str]) -> str:
+    """The optimisation flag the RTI's library compiles `sources` (file name -> C text) with (`RTI_O2_MAX`)."""
+    return RTI_OPT if sum(len(text) for text in sources.values()) <= RTI_O2_MAX else "-O0"
 #: Prepended to CasADi's C: its generated functions keep parameters they do not use (the only warning
 #: `HOST_CFLAGS` raises on it).
 _CASADI_PRAGMAS = '#pragma GCC diagnostic ignored "-Wunused-parameter"\n'
@@ -161,7 +170,8 @@ class RTILibrary:
             self.fallback(f"generating the RTI's C failed: {str(err).strip().splitlines()[-1][:200]}")
             return False
         self.sources = {"qp.c": library_source(self.builder.template.sizes), "data.c": data}
-        material = json.dumps({"format": CACHE_FORMAT, "compiler": compiler, "flags": _FLAGS,
+        flags = [*HOST_CFLAGS, rti_opt(self.sources), *RTI_CFLAGS]
+        material = json.dumps({"format": CACHE_FORMAT, "compiler": compiler, "flags": flags,
                                "platform": [sys.platform, platform.machine()]}, sort_keys=True)
         digest = hashlib.sha256(material.encode())
         for name, text in sorted(self.sources.items()):
@@ -249,14 +259,16 @@ class RTILibrary:
         for name, text in self.sources.items():
             (tmp / name).write_text(text, encoding="utf-8")
         built = tmp / "rti.so"
-        result = compile_host([tmp / name for name in self.sources], built, extra_flags=RTI_CFLAGS, opt=RTI_OPT)
+        opt = rti_opt(self.sources)
+        result = compile_host([tmp / name for name in self.sources], built, extra_flags=RTI_CFLAGS, opt=opt)
         if not result.ok:
             raise CompileError(f"gcc failed on the RTI's C: {first_error_line(result.stderr)}")
         for name in self.sources:
             (tmp / name).unlink()
         path, sha = name_by_checksum(built, "rti")
         write_record(path, sha, key=self.key, fmt=CACHE_FORMAT, extra={
-            "compiler": " ".join([result.command[0], *_FLAGS]), "casadi": ca.CasadiMeta.version(),
+            "compiler": " ".join([result.command[0], *HOST_CFLAGS, opt, *RTI_CFLAGS]),
+            "casadi": ca.CasadiMeta.version(),
             "sizes": list(vars(self.builder.template.sizes).values()), "model": self.builder.ocp.model.name,
             "compile_seconds": round(time.perf_counter() - t, 3)})
 
