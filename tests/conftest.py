@@ -80,3 +80,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.module is not None and item.module.__name__.rsplit(".", 1)[-1] in SLOW_MODULES:
             item.add_marker(pytest.mark.slow)
+
+
+#: A test outside the slow tier that runs longer than this is named at the end of the run (not failed: speed is
+#: the benchmarks'): mark it slow, or its module in `SLOW_MODULES`, so that the everyday tier stays everyday.
+EVERYDAY_SECONDS = 30.0
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    long = sorted((report.duration, report.nodeid) for status in ("passed", "failed")
+                  for report in terminalreporter.stats.get(status, [])
+                  if getattr(report, "when", "") == "call" and "slow" not in getattr(report, "keywords", {})
+                  and report.duration > EVERYDAY_SECONDS)
+    if long:
+        terminalreporter.write_sep("-", f"outside the slow tier, longer than {EVERYDAY_SECONDS:g} s: mark them slow")
+        for duration, nodeid in reversed(long):
+            terminalreporter.write_line(f"{duration:7.1f} s  {nodeid}")
