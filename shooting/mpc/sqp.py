@@ -109,7 +109,8 @@ __all__ = ["ARMIJO", "COLD_START_ITERATIONS", "CURVATURE_STEP", "ELASTIC_START",
 
 FloatArray = npt.NDArray[np.float64]
 
-#: Statuses of an SQP run (the C's NAME_MPC_SQP_* codes).
+#: Statuses of an SQP run in Python. (Not the C's: its NAME_MPC_* codes say the iteration limit with 8, the line
+#: search with 9, a failed QP with the QP's own code; issue 38 asks for one table of both.)
 SQP_STATUS = {0: "converged", 1: "iteration limit", 2: "QP failed", 3: "line search failed"}
 
 #: Step and defect tolerances, relative to 1 + the trajectory's largest entry. "floor": a plain QP's step (relative)
