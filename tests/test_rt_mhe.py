@@ -26,6 +26,7 @@ import shooting
 from shooting.codegen import export_estimator, load_estimator
 from shooting.estimate import rt_mhe_c
 from shooting.estimate.export_mhe import check_samples, rounding_allowance
+from shooting.estimate.problem import Sample
 from shooting.estimate.rt_mhe import RealTimeMHE
 from support import needs_m4
 
@@ -167,6 +168,17 @@ def test_loaded_mhe_takes_missing_sensors_and_refuses_bad_input(tmp_path: Path) 
             assert est.last_status == 0 and est.last_iterations == 1
     est.reset()
     assert np.array_equal(est.x_hat, mhe.problem.x0) and np.array_equal(est.P, mhe.problem.P0)
+    # the C itself takes a non-finite entry as a missing sensor, whatever its valid flag says (a caller's bug
+    # must not poison the window nor, a window later, the arrival cost)
+    c = rt_mhe_c.HostMHE(tmp_path / "m", "cartpole_mhe", "double", 4, 1, 2, 0)
+    twin = RealTimeMHE.of(mhe.problem, 4)
+    for k in range(7):
+        y = np.array([0.01 * k, np.nan if k == 2 else 3.1])
+        x_c, _ = c.update_sample(Sample(y, np.ones(2), np.zeros(1), np.zeros(0), 0.05 * k))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", shooting.MissingMeasurementWarning)
+            x_twin, _ = twin.update(y, [0.0], 0.05 * k)
+        assert c.last_status == 0 and np.abs(x_c - x_twin).max() < 1e-12, (k, x_c, x_twin)
     est.reset(x0=[0.1, 3.0, 0.0, 0.0])
     x_hat, _ = est.update([0.1, 3.0], [0.0])
     assert abs(x_hat[0] - 0.1) < 0.01 and abs(x_hat[1] - 3.0) < 0.01
