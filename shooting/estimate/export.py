@@ -71,50 +71,25 @@ def check_vectors(ekf: EKF, samples: int = CHECK_SAMPLES, seed: int = 0, every: 
         In the Function's input order (`shooting.estimate.kalman.EKF_INPUTS`, ``z0`` last for a DAE).
     """
     model, problem = ekf.model, ekf.problem
-    rng = np.random.default_rng(seed)
-    lo = np.where(np.isfinite(model.u_min), model.u_min, model.u0 - 1.0)
-    hi = np.where(np.isfinite(model.u_max), model.u_max, model.u0 + 1.0)
-    mid, half = (lo + hi) / 2, (hi - lo) / 2
-    x_true, x_hat, P = problem.x0.copy(), problem.x0.copy(), problem.P0.copy()
+    x_hat, P = problem.x0.copy(), problem.P0.copy()
     z = model.z0.copy() if model.nz else None
-    chol_Q = _factor(problem.Q)
-    chol_R = _factor(problem.R)
     vectors: list[list[FloatArray]] = []
-    for k in range(samples):
-        u = np.clip(model.u0 + 0.3 * half * rng.standard_normal(model.nu), mid - half, mid + half)
-        t = k * problem.dt
-        step = problem.advance(x_true, u, model.p0, t)
-        x_true = np.array(step["x_next"], dtype=float).reshape(-1) + chol_Q @ rng.standard_normal(model.nx)
-        y = np.array(problem.h(x_true, u, model.p0), dtype=float).reshape(-1) + chol_R @ rng.standard_normal(ekf.ny)
-        valid = np.ones(ekf.ny)
-        if k % 7 == 6 and ekf.ny > 1:
-            valid[k % ekf.ny] = 0.0
-            y[k % ekf.ny] = 0.0
-        args = [x_hat, P.reshape(-1, order="F"), u, y, valid, model.p0.copy(), np.array([t]),
+    for k, s in enumerate(problem.simulated_run(samples, seed)):
+        args = [x_hat, P.reshape(-1, order="F"), s.u, s.y, s.valid, s.p.copy(), np.array([s.t]),
                 np.array([problem.dt]), *([z] if z is not None else [])]
         if k % every == every - 1:
             vectors.append([np.asarray(a, dtype=float).reshape(-1) for a in args])
-        out = ekf.update_function(*[ca.DM(a) for a in (x_hat, P, u, y, valid, model.p0, t, problem.dt,
+        out = ekf.update_function(*[ca.DM(a) for a in (x_hat, P, s.u, s.y, s.valid, s.p, s.t, problem.dt,
                                                         *([z] if z is not None else []))])
         x_hat = np.array(out[0], dtype=float).reshape(-1)
         P = np.array(out[1], dtype=float)
         if z is not None:
             z = np.array(out[-1], dtype=float).reshape(-1)
-        if not (np.isfinite(x_hat).all() and np.isfinite(x_true).all()):
+        if not np.isfinite(x_hat).all():
             break
     if not vectors:
-        method = problem.method if isinstance(problem.method, str) else (problem.method.name or "custom")
-        raise ValueError(f"the simulated run of model {model.name}'s estimator diverged before its first check "
-                         f"vector: its step ({method} x {problem.steps} over dt = {problem.dt:g}) is unstable from "
-                         f"the model's x0 and u0; choose an implicit method or more substeps "
-                         f"(shooting.check_stability says which)")
+        raise problem.unstable_run("its first check vector")
     return vectors
-
-
-def _factor(C: FloatArray) -> FloatArray:
-    """A square root of a positive semi-definite covariance (its eigen-decomposition; zero modes kept zero)."""
-    w, V = np.linalg.eigh(C)
-    return np.asarray(V * np.sqrt(np.maximum(w, 0.0)), dtype=float)
 
 
 def export_estimator(

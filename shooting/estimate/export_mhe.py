@@ -2,7 +2,7 @@
 on the emulated Cortex-M4, then installed all or nothing.
 
 The check runs the C and the twin (`shooting.estimate.rt_mhe.RealTimeMHE`) over the samples of a simulated run
-(`check_samples`: the plant by the estimator's own step from its prior, process and sensor noise from Q and R,
+(`EstimationProblem.simulated_run`: the plant by the estimator's own step from its prior, noise from Q and R,
 the plant kept inside the model's state bounds, a sensor missing every seventh sample) through the window's
 filling and moving, and compares every estimate. The allowance per state is derived, not chosen
 (`rounding_allowance`): the twin run again with its data (measurements, inputs, the window's states after each
@@ -29,7 +29,7 @@ from shooting.codegen.c_files import CExport
 from shooting.codegen.pipeline import ExportReport, ExportRuns, install_export
 from shooting.codegen.rounding import monte_carlo_call
 from shooting.codegen.toolchain import ToolchainError
-from shooting.estimate.problem import EstimationProblem, Sample
+from shooting.estimate.problem import Sample
 from shooting.estimate.rt_mhe import RealTimeMHE
 from shooting.estimate.rt_mhe_c import HostMHE, board_run, rt_mhe_files
 from shooting.options import Real, Target
@@ -76,33 +76,9 @@ clean:
 """
 
 
-def check_samples(problem: EstimationProblem, count: int, seed: int = 0) -> list[Sample]:
-    """The samples of a simulated run (module docstring), `count` of them (fewer when the plant diverges)."""
-    model = problem.model
-    rng = np.random.default_rng(seed)
-    lo = np.where(np.isfinite(model.u_min), model.u_min, model.u0 - 1.0)
-    hi = np.where(np.isfinite(model.u_max), model.u_max, model.u0 + 1.0)
-    mid, half = (lo + hi) / 2, (hi - lo) / 2
-    chol_Q, chol_R = _root(problem.Q), _root(problem.R)
-    x, samples = problem.x0.copy(), []
-    for k in range(count):
-        u = np.clip(model.u0 + 0.3 * half * rng.standard_normal(model.nu), mid - half, mid + half)
-        t = k * problem.dt
-        x = np.array(problem.advance(x, u, model.p0, t)["x_next"], dtype=float).reshape(-1)
-        x = np.clip(x + chol_Q @ rng.standard_normal(model.nx), model.x_min, model.x_max)
-        y = np.array(problem.h(x, u, model.p0), dtype=float).reshape(-1) + chol_R @ rng.standard_normal(problem.ny)
-        if not (np.isfinite(x).all() and np.isfinite(y).all()):
-            break
-        valid = np.ones(problem.ny)
-        if k % 7 == 6 and problem.ny > 1:
-            valid[k % problem.ny], y[k % problem.ny] = 0.0, 0.0
-        samples.append(Sample(y, valid, u, model.p0.copy(), t))
-    return samples
-
-
-def _root(C: FloatArray) -> FloatArray:
-    w, V = np.linalg.eigh(C)
-    return np.asarray(V * np.sqrt(np.maximum(w, 0.0)), dtype=float)
+def check_samples(horizon: int) -> int:
+    """How many samples the check runs: the window fills and moves (2 horizons + 6, at least 20)."""
+    return max(20, 2 * horizon + 6)
 
 
 def _run(rt: RealTimeMHE, samples: list[Sample], perturb: Callable[[FloatArray], FloatArray] | None = None
@@ -136,7 +112,7 @@ def rounding_allowance(rt: RealTimeMHE, samples: list[Sample], reference: FloatA
         a = np.asarray(a, dtype=float)
         return a * (1 + eps * rng.choice([-1.0, 1.0], size=a.shape))
 
-    twin = RealTimeMHE.of(rt.problem, rt.horizon)
+    twin = rt.fresh()
     # double: the QP stopped one iteration early, as a stopping test within rounding of its tolerance makes the
     # C and the twin stop an iteration apart (measured on the cart-pole's omega: 6.8e-12, where rounding alone
     # moves it by 1e-15); float: the float build's own stopping points (below)
@@ -204,7 +180,7 @@ class _Checks(ExportRuns):
     def __init__(self, export: CExport, rt: RealTimeMHE, samples: list[Sample], say: Callable[[str], None]) -> None:
         super().__init__(export, say)
         self.rt, self.samples = rt, samples
-        self.reference = _run(RealTimeMHE.of(rt.problem, rt.horizon), samples)
+        self.reference = _run(rt.fresh(), samples)
 
     def compare(self, where: str, estimates: FloatArray, allowed: FloatArray) -> None:
         error = np.abs(estimates - self.reference)
@@ -262,11 +238,9 @@ def export_mhe(rt: RealTimeMHE, out: Path, name: str, *, real: Real, target: Tar
     files["Makefile"] = _MAKEFILE.format(name=name)
     export = CExport(name, {**files, "manifest.json": json.dumps(manifest, indent=2, sort_keys=True) + "\n"},
                      manifest, {})
-    samples = check_samples(rt.problem, max(20, 2 * rt.horizon + 6)) if check else []
+    samples = rt.problem.simulated_run(check_samples(rt.horizon), in_bounds=True) if check else []
     if check and len(samples) < rt.horizon + 2:
-        raise ValueError(f"the simulated run of model {rt.model.name}'s MHE diverged after {len(samples)} samples: "
-                         f"its step is unstable from the model's x0 and u0; choose an implicit method or more "
-                         f"substeps (shooting.check_stability says which)")
+        raise rt.problem.unstable_run(f"its window filled and moved (after {len(samples)} samples)")
     checks = _Checks(export, rt, samples, say)
     with tempfile.TemporaryDirectory(prefix="shooting_mhe_") as tmp:
         for fname, text in files.items():

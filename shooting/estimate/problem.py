@@ -157,6 +157,41 @@ class EstimationProblem:
             point = f"x0 = {_validate.vector_text(self.x0)}, u0 = {_validate.vector_text(model.u0)}"
             raise ValueError(test.message(f"{self.who} of model {model.name}", model.state_names, point))
 
+    def simulated_run(self, count: int, seed: int = 0, *, in_bounds: bool = False) -> list[Sample]:
+        """`count` samples of the plant this problem's step simulates from its prior, for the exports' checks:
+        inputs around ``model.u0`` within the bounds, process and sensor noise drawn from Q and R (the state kept
+        within the model's bounds when `in_bounds`), one sensor missing every seventh sample (y 0 there); fewer
+        when the plant's state or its measurement stops being finite."""
+        model = self.model
+        rng = np.random.default_rng(seed)
+        lo = np.where(np.isfinite(model.u_min), model.u_min, model.u0 - 1.0)
+        hi = np.where(np.isfinite(model.u_max), model.u_max, model.u0 + 1.0)
+        mid, half = (lo + hi) / 2, (hi - lo) / 2
+        root_Q, root_R = _root(self.Q), _root(self.R)
+        x, samples = self.x0.copy(), []
+        for k in range(count):
+            u = np.clip(model.u0 + 0.3 * half * rng.standard_normal(model.nu), mid - half, mid + half)
+            t = k * self.dt
+            x = np.array(self.advance(x, u, model.p0, t)["x_next"], dtype=float).reshape(-1)
+            x = x + root_Q @ rng.standard_normal(model.nx)
+            if in_bounds:
+                x = np.clip(x, model.x_min, model.x_max)
+            y = np.array(self.h(x, u, model.p0), dtype=float).reshape(-1) + root_R @ rng.standard_normal(self.ny)
+            if not (np.isfinite(x).all() and np.isfinite(y).all()):
+                break
+            valid = np.ones(self.ny)
+            if k % 7 == 6 and self.ny > 1:
+                valid[k % self.ny], y[k % self.ny] = 0.0, 0.0
+            samples.append(Sample(y, valid, u, model.p0.copy(), t))
+        return samples
+
+    def unstable_run(self, what: str) -> ValueError:
+        """The error of a `simulated_run` that diverged before `what` (its step unstable there)."""
+        method = self.method if isinstance(self.method, str) else (self.method.name or "custom")
+        return ValueError(f"the simulated run of model {self.model.name}'s {self.who} diverged before {what}: its "
+                          f"step ({method} x {self.steps} over dt = {self.dt:g}) is unstable from the model's x0 "
+                          f"and u0; choose an implicit method or more substeps (shooting.check_stability says which)")
+
     def sample(self, y: Any, u: Any, t: Any, p: Any) -> Sample:
         """Check one sample's data; a NaN in y marks that sensor missing (a `MissingMeasurementWarning`).
 
@@ -224,3 +259,8 @@ class SensorsView:
         """Measurement noise covariance (ny, ny)."""
         return self.problem.R.copy()
 
+
+def _root(C: FloatArray) -> FloatArray:
+    """A square root of a positive semi-definite covariance (its eigen-decomposition; zero modes kept zero)."""
+    w, V = np.linalg.eigh(C)
+    return np.asarray(V * np.sqrt(np.maximum(w, 0.0)), dtype=float)

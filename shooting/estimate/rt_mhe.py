@@ -201,18 +201,25 @@ class RealTimeMHE(SensorsView):
         self._setup(problem, horizon)
 
     @classmethod
-    def of(cls, problem: EstimationProblem, horizon: int) -> RealTimeMHE:
-        """The real-time MHE of an estimator's validated problem (`shooting.MHE.problem`) and window."""
+    def of(cls, problem: EstimationProblem, horizon: int,
+           functions: WindowFunctions | None = None) -> RealTimeMHE:
+        """The real-time MHE of an estimator's validated problem (`shooting.MHE.problem`) and window; `functions`
+        (another twin's of the same problem) are shared instead of built again."""
         self = cls.__new__(cls)
-        self._setup(problem, horizon)
+        self._setup(problem, horizon, functions)
         return self
 
-    def _setup(self, problem: EstimationProblem, horizon: int) -> None:
+    def fresh(self) -> RealTimeMHE:
+        """A new twin of the same problem and window, from the prior, its Functions shared (not built again)."""
+        return RealTimeMHE.of(self.problem, self.horizon, self.functions)
+
+    def _setup(self, problem: EstimationProblem, horizon: int, functions: WindowFunctions | None = None) -> None:
         from shooting.estimate.mhe import MAX_HORIZON
 
         self.horizon = _validate.integer(horizon, "horizon", minimum=1, maximum=MAX_HORIZON)
         self.problem, self.model = problem, problem.model
-        self.functions = window_functions(problem, _validate.sanitized_identifier(f"{problem.model.name}_mhe"))
+        self.functions = functions or window_functions(
+            problem, _validate.sanitized_identifier(f"{problem.model.name}_mhe"))
         self.update_function = self.functions.arrival
         self.qp_tolerances = dict(OCP_QP_TOLERANCES["double"])
         self.qp_iterations_short = 0
