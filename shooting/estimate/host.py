@@ -294,8 +294,7 @@ class HostRealTimeMHE:
         if not (folder / f"{self.name}.c").is_file():
             raise ValueError(f"{folder / (self.name + '.c')} is missing: export again")
         self._x0, self._P0, self._p0 = prior_of(est, folder / "manifest.json", self.nx, self.np)
-        self._c = HostMHE(folder, self.name, self.real, self.nx, self.nu, self.ny, self.np,  # type: ignore[arg-type]
-                          workdir=private_workdir())
+        self._c = HostMHE(folder, self.name, self.real, self.nx, self.nu, self.ny, self.np)  # type: ignore[arg-type]
         self.reset()
 
     @property

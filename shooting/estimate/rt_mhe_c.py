@@ -24,6 +24,7 @@ from shooting._c_text import literal, render_from
 from shooting._tools import build_shared_library, real_dtype
 from shooting.codegen import cycles
 from shooting.codegen.c_files import generate_c
+from shooting.codegen.sil_common import private_workdir
 from shooting.codegen.toolchain import ToolchainError, first_error_line
 from shooting.estimate.problem import Sample
 from shooting.estimate.rt_mhe import QP_MAX_ITERATIONS, RealTimeMHE
@@ -101,14 +102,14 @@ class HostMHE:
     real : {"double", "float"}
     nx, nu, ny, np : int
     workdir : path, optional
-        Where the library is built (default a folder of its own).
+        Where the library is built (default a private folder removed at exit, as the other loaders').
     """
 
     def __init__(self, directory: str | os.PathLike[str], name: str, real: Real, nx: int, nu: int, ny: int,
                  np_: int, workdir: str | os.PathLike[str] | None = None) -> None:
         folder = Path(directory)
         self.name, self.real, self.nx, self.nu, self.ny, self.np = name, real, nx, nu, ny, np_
-        out = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="shooting_mhe_"))
+        out = Path(workdir) if workdir is not None else private_workdir()
         self._lib = build_shared_library([folder / f"{name}.c"], out / f"{name}.so",
                                          extra_flags=("-Wdouble-promotion",) if real == "float" else ())
         self._dtype = real_dtype(real)
