@@ -24,7 +24,7 @@ import pytest
 
 import shooting
 from shooting.codegen import export_estimator, load_estimator
-from shooting.estimate import rt_mhe_c
+from shooting.estimate import rt_mhe, rt_mhe_c
 from shooting.estimate.export_mhe import rounding_allowance
 from shooting.estimate.problem import Sample
 from shooting.estimate.rt_mhe import RealTimeMHE
@@ -192,3 +192,29 @@ def test_cli_exports_an_mhe(tmp_path: Path) -> None:
     manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
     assert manifest["estimator"]["type"] == "mhe" and manifest["estimator"]["horizon"] == 5
     assert manifest["name"] == "pendulum_mhe" and "within" in run.stdout
+
+
+def test_a_failed_arrival_update_keeps_the_prior_and_the_window_moves_on() -> None:
+    model = _cart(False)
+    h = lambda x, u, p: x[0]  # noqa: E731
+    rt = RealTimeMHE(model, h, 3, Q=np.diag([1e-4, 1e-3]), R=np.diag([1e-2]), P0=np.diag([0.5, 0.5]))
+    exact, broken = rt.function_evaluator, {"left": 1}
+
+    def once_nan(F: ca.Function, args: list) -> list:  # the arrival's first update comes out NaN
+        outs = exact(F, args)
+        if F is rt.update_function and broken["left"]:
+            broken["left"] -= 1
+            return [np.full_like(o, np.nan) for o in outs]
+        return outs
+
+    rt.function_evaluator = once_nan
+    statuses, priors = [], []
+    for k, (u, y) in enumerate(_data(model, 8, seed=1, u=1.0)):
+        rt.update(y, u, t=k * 0.1)
+        statuses.append(rt.last_status)
+        priors.append(rt.P.copy())
+    # samples 0-2 fill the window; sample 3's arrival update fails (its prior kept, the window moved: status FAILED),
+    # sample 4's succeeds
+    assert statuses == [0, 0, 0, rt_mhe.FAILED, 0, 0, 0, 0], statuses
+    assert np.array_equal(priors[3], priors[2]) and not np.array_equal(priors[4], priors[3])
+    assert rt.window_states.shape == (4, 2) and np.isfinite(rt.window_states).all()

@@ -36,7 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 from shooting import _validate
-from shooting.estimate.kalman import cholesky_solve, ekf_update, ekf_update_function
+from shooting.estimate.kalman import cholesky_solve, ekf_update_function
 from shooting.estimate.measurement import MeasurementFunction
 from shooting.estimate.mhe_nlp import noise_factor
 from shooting.estimate.problem import EstimationProblem, Sample, SensorsView
@@ -44,7 +44,7 @@ from shooting.model import Model
 from shooting.qp import OCP_QP_STATUS, OCP_QP_TOLERANCES, StageQP, StageQPResult, shifted_result, solve_stage_qp
 from shooting.tableaus.tableau import ButcherTableau
 
-__all__ = ["QP_MAX_ITERATIONS", "Evaluator", "QPSolver", "RealTimeMHE", "WindowFunctions", "exact_values",
+__all__ = ["FAILED", "QP_MAX_ITERATIONS", "Evaluator", "QPSolver", "RealTimeMHE", "WindowFunctions", "exact_values",
            "window_functions", "window_qp"]
 
 FloatArray = npt.NDArray[np.float64]
@@ -55,6 +55,9 @@ class QPSolver(Protocol):
     def __call__(self, qp: StageQP, *, max_iter: int, tolerances: dict[str, float],
                  warm: StageQPResult | None, shortcut_only: bool) -> StageQPResult: ...
 
+
+#: The status of a sample whose arrival cost's update or model functions failed (the C's ``NAME_FAILED``).
+FAILED = 6
 
 #: The QP's iteration limit per sample (the C's too). The interior point takes 5-8 iterations on the built-in
 #: models' windows; at the limit its last iterate (inside the bounds) is the step: the float build's stationarity
@@ -174,7 +177,8 @@ class RealTimeMHE(SensorsView):
     functions : WindowFunctions
     last_status : int
         The last QP's status (`shooting.qp.OCP_QP_STATUS`): 0 optimal, or 1 the iteration limit, whose last
-        iterate is taken; any other keeps the window's prediction.
+        iterate is taken; any other keeps the window's prediction. `FAILED` when the arrival cost's update was
+        not finite: its prior is kept and the window moves on (the next sample is ordinary again).
     last_iterations : int
     qp_tolerances : dict
         The QP's stopping tolerances (`shooting.qp.OCP_QP_TOLERANCES`; the double build's by default).
@@ -251,17 +255,9 @@ class RealTimeMHE(SensorsView):
         """
         sample = self.problem.sample(y, u, t, p)
         states, noises = self.window_states, self._noises
+        arrival_failed = False
         if len(self._samples) == self.horizon:
-            oldest = self._samples.pop(0)
-            if self.function_evaluator is exact_values:
-                out = ekf_update(self.update_function, self.problem, self.x_prior, self.P, self._z, oldest)
-            else:
-                z = [self.model.z0 if self._z is None else self._z] if self.model.nz else []
-                outs = self.function_evaluator(self.update_function, [
-                    self.x_prior, self.P, oldest.u, oldest.y, oldest.valid, oldest.p, oldest.t, self.problem.dt, *z])
-                out = dict(zip(self.update_function.name_out(), outs, strict=True))
-            self.x_prior, self.P = np.reshape(out["x_hat"], -1), out["P_hat"]
-            self._z = np.reshape(out["z"], -1) if self.model.nz else None
+            arrival_failed = not self._drop_oldest()
             states, noises = states[1:], noises[1:]
         self._samples.append(sample)
         z0 = [self.model.z0] if self.model.nz else []
@@ -285,6 +281,8 @@ class RealTimeMHE(SensorsView):
             found = solve(qp, max_iter=max(found.iterations - self.qp_iterations_short, 1),
                           tolerances=self.qp_tolerances, warm=warm, shortcut_only=True)
         self.last_status, self.last_iterations = found.status, found.iterations
+        if arrival_failed and found.status in (0, 1):
+            self.last_status = FAILED
         M, d = len(self._samples), self.horizon - len(self._samples)
         taken = found.status in (0, 1) and np.isfinite(found.x).all() and np.isfinite(found.u).all()
         self._last_qp = found if taken else None
@@ -297,6 +295,20 @@ class RealTimeMHE(SensorsView):
         self.x_hat = self.window_states[-1].copy()
         self.last_corrected = bool((sample.valid > 0).all())
         return self.x_hat.copy(), self.P.copy()
+
+    def _drop_oldest(self) -> bool:
+        """The oldest sample leaves the window: the arrival cost's EKF update with it (the C's
+        ``NAME_drop_oldest``). False when the update is not finite: the prior is kept (the window moves on)."""
+        oldest = self._samples.pop(0)
+        z = [self.model.z0 if self._z is None else self._z] if self.model.nz else []
+        outs = self.function_evaluator(self.update_function, [
+            self.x_prior, self.P, oldest.u, oldest.y, oldest.valid, oldest.p, oldest.t, self.problem.dt, *z])
+        out = dict(zip(self.update_function.name_out(), outs, strict=True))
+        if not (np.isfinite(out["x_hat"]).all() and np.isfinite(out["P_hat"]).all()):
+            return False
+        self.x_prior, self.P = np.reshape(out["x_hat"], -1), np.asarray(out["P_hat"], dtype=float)
+        self._z = np.reshape(out["z"], -1) if self.model.nz else None
+        return True
 
     @property
     def last_message(self) -> str:

@@ -27,7 +27,7 @@ from shooting.codegen.c_files import generate_c
 from shooting.codegen.sil_common import private_workdir
 from shooting.codegen.toolchain import ToolchainError, first_error_line
 from shooting.estimate.problem import Sample
-from shooting.estimate.rt_mhe import QP_MAX_ITERATIONS, RealTimeMHE
+from shooting.estimate.rt_mhe import FAILED, QP_MAX_ITERATIONS, RealTimeMHE
 from shooting.options import Real
 from shooting.qp import OCP_QP_TOLERANCES, OCPQPSizes
 from shooting.qp.render import ocp_qp_source
@@ -67,7 +67,7 @@ def rt_mhe_files(rt: RealTimeMHE, name: str, real: Real) -> dict[str, str]:
                   NBX=len(idx), NBX1=max(len(idx), 1))
     files = {
         f"{name}.h": render_from(TEMPLATES, "rt_mhe.h.in", p=name, P=name.upper(), R=real, H=H, NX=nx,
-                                 NU=model.nu, NY=rt.ny, NP=model.np, model=model.name),
+                                 NU=model.nu, NY=rt.ny, NP=model.np, model=model.name, FAILED=FAILED),
         f"{name}.c": render_from(
             TEMPLATES, "rt_mhe.c.in", **values, generated=_generated(rt, name, real), qp_work=qp.work,
             qp_functions=qp.functions,
